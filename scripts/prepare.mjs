@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+// Makes `npm start` and `npm test` work as the first command on a fresh clone:
+// installs dependencies when they are missing or older than the lock file, and
+// compiles src/ to dist/ when any source is newer than the last build.
+// Only Node built-ins may be used here: nothing else is installed yet.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const say = (msg) => process.stderr.write(`fnts: ${msg}\n`);
+
+function mtime(path) {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+function newestUnder(dir) {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestUnder(path) : mtime(path));
+  }
+  return newest;
+}
+
+function run(cmd, args, what) {
+  const started = Date.now();
+  say(`${what}...`);
+  const result = spawnSync(cmd, args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+  if (result.status !== 0) {
+    say(`${what} failed (exit ${result.status ?? result.signal}). Fix the error above and run the command again.`);
+    process.exit(1);
+  }
+  say(`${what}: done in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+}
+
+const installedMarker = join(root, 'node_modules', '.package-lock.json');
+const lock = join(root, 'package-lock.json');
+// The lock file changes whenever dependencies do; package.json alone changes for scripts too.
+if (!existsSync(installedMarker) || mtime(installedMarker) < mtime(lock)) {
+  // better-sqlite3 compiles from source here (no prebuilt download), which takes a minute or two.
+  run('npm', [existsSync(lock) ? 'ci' : 'install', '--no-audit', '--no-fund'], 'installing dependencies (first run compiles SQLite, about 2 minutes)');
+}
+
+const stamp = join(root, '.fnts-build-stamp');
+const sourcesChanged = Math.max(newestUnder(join(root, 'src')), mtime(join(root, 'tsconfig.json')), mtime(join(root, 'tsconfig.build.json')));
+if (!existsSync(join(root, 'dist', 'cli', 'main.js')) || mtime(stamp) < sourcesChanged) {
+  run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], 'compiling TypeScript');
+  writeFileSync(stamp, new Date().toISOString() + '\n');
+}

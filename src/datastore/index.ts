@@ -1,0 +1,7 @@
+/**
+ * datastore/ — persistence of apps, fns and triggers behind the Datastore
+ * interface; sql/ implements it on Kysely (SQLite embedded by default).
+ */
+export type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from './datastore.js';
+export { decodeCursor, encodeCursor } from './cursor.js';
+export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, UnsupportedDatabaseError } from './sql/index.js';

@@ -1,0 +1,2 @@
+export { openSqlDatastore, openSqlite, sqlitePath, UnsupportedDatabaseError } from './dialects.js';
+export { DatastoreClosedError, SqlDatastore } from './store.js';

@@ -1,0 +1,70 @@
+/**
+ * Schema migrations, applied in name order at startup by Kysely's Migrator.
+ * Written with Kysely's schema builder so the same migrations run on SQLite
+ * and Postgres. Never edit a released migration: add a new one.
+ */
+import type { Kysely, Migration } from 'kysely';
+
+// Text columns hold names and ids compared bytewise; JSON columns hold config
+// and annotations; timestamps are RFC 3339 strings in UTC (sortable as text).
+const m0001: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('apps')
+      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
+      .addColumn('name', 'varchar(255)', (c) => c.notNull().unique())
+      .addColumn('config', 'text', (c) => c.notNull())
+      .addColumn('annotations', 'text', (c) => c.notNull())
+      .addColumn('syslog_url', 'text')
+      .addColumn('shape', 'varchar(32)', (c) => c.notNull())
+      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+      .execute();
+
+    await db.schema
+      .createTable('fns')
+      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
+      .addColumn('name', 'varchar(255)', (c) => c.notNull())
+      .addColumn('app_id', 'varchar(64)', (c) => c.notNull().references('apps.id').onDelete('cascade'))
+      .addColumn('image', 'text', (c) => c.notNull())
+      .addColumn('memory', 'bigint', (c) => c.notNull())
+      .addColumn('timeout', 'integer', (c) => c.notNull())
+      .addColumn('idle_timeout', 'integer', (c) => c.notNull())
+      .addColumn('config', 'text', (c) => c.notNull())
+      .addColumn('annotations', 'text', (c) => c.notNull())
+      .addColumn('shape', 'varchar(32)', (c) => c.notNull())
+      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+      .addUniqueConstraint('fns_app_id_name_unique', ['app_id', 'name'])
+      .execute();
+
+    await db.schema
+      .createTable('triggers')
+      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
+      .addColumn('name', 'varchar(255)', (c) => c.notNull())
+      .addColumn('app_id', 'varchar(64)', (c) => c.notNull().references('apps.id').onDelete('cascade'))
+      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull().references('fns.id').onDelete('cascade'))
+      .addColumn('type', 'varchar(32)', (c) => c.notNull())
+      .addColumn('source', 'text', (c) => c.notNull())
+      .addColumn('annotations', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+      .addUniqueConstraint('triggers_app_id_fn_id_name_unique', ['app_id', 'fn_id', 'name'])
+      .addUniqueConstraint('triggers_app_id_type_source_unique', ['app_id', 'type', 'source'])
+      .execute();
+
+    await db.schema.createIndex('fns_app_id_idx').on('fns').column('app_id').execute();
+    await db.schema.createIndex('triggers_fn_id_idx').on('triggers').column('fn_id').execute();
+    // Keeps the name-ordered trigger listing of an app an index scan.
+    await db.schema.createIndex('triggers_app_id_name_idx').on('triggers').columns(['app_id', 'name', 'id']).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('triggers').execute();
+    await db.schema.dropTable('fns').execute();
+    await db.schema.dropTable('apps').execute();
+  },
+};
+
+export const migrations: Record<string, Migration> = {
+  '0001_initial': m0001,
+};

@@ -1,0 +1,403 @@
+/**
+ * SqlDatastore: the Datastore on Kysely. The queries are dialect-neutral, so
+ * the same class serves the embedded SQLite file and (later) Postgres; only
+ * `openSqlDatastore` (dialects.ts) knows which database it talks to.
+ */
+import { Migrator, type Kysely, type Selectable, type Transaction } from 'kysely';
+import type { App, AppShape, Fn, Trigger, TriggerType } from '../../models/index.js';
+import { ApiError, E } from '../../models/index.js';
+import type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from '../datastore.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
+import { migrations } from './migrations.js';
+
+export interface AppsTable {
+  id: string;
+  name: string;
+  config: string;
+  annotations: string;
+  syslog_url: string | null;
+  shape: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface FnsTable {
+  id: string;
+  name: string;
+  app_id: string;
+  image: string;
+  memory: number;
+  timeout: number;
+  idle_timeout: number;
+  config: string;
+  annotations: string;
+  shape: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface TriggersTable {
+  id: string;
+  name: string;
+  app_id: string;
+  fn_id: string;
+  type: string;
+  source: string;
+  annotations: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Schema {
+  apps: AppsTable;
+  fns: FnsTable;
+  triggers: TriggersTable;
+}
+
+export class DatastoreClosedError extends Error {
+  override readonly name = 'DatastoreClosedError';
+  constructor() {
+    super('datastore is closed');
+  }
+}
+
+type Db = Kysely<Schema> | Transaction<Schema>;
+
+const appRow = (a: App): AppsTable => ({
+  id: a.id,
+  name: a.name,
+  config: JSON.stringify(a.config),
+  annotations: JSON.stringify(a.annotations),
+  syslog_url: a.syslog_url ?? null,
+  shape: a.shape,
+  created_at: a.created_at,
+  updated_at: a.updated_at,
+});
+
+const toApp = (r: Selectable<AppsTable>): App => ({
+  id: r.id,
+  name: r.name,
+  config: JSON.parse(r.config) as App['config'],
+  annotations: JSON.parse(r.annotations) as App['annotations'],
+  syslog_url: r.syslog_url ?? undefined,
+  shape: r.shape as AppShape,
+  created_at: r.created_at,
+  updated_at: r.updated_at,
+});
+
+const fnRow = (f: Fn): FnsTable => ({
+  id: f.id,
+  name: f.name,
+  app_id: f.app_id,
+  image: f.image,
+  memory: f.memory,
+  timeout: f.timeout,
+  idle_timeout: f.idle_timeout,
+  config: JSON.stringify(f.config),
+  annotations: JSON.stringify(f.annotations),
+  shape: f.shape,
+  created_at: f.created_at,
+  updated_at: f.updated_at,
+});
+
+const toFn = (r: Selectable<FnsTable>): Fn => ({
+  id: r.id,
+  name: r.name,
+  app_id: r.app_id,
+  image: r.image,
+  // Postgres returns bigint as a string.
+  memory: Number(r.memory),
+  timeout: Number(r.timeout),
+  idle_timeout: Number(r.idle_timeout),
+  config: JSON.parse(r.config) as Fn['config'],
+  annotations: JSON.parse(r.annotations) as Fn['annotations'],
+  shape: r.shape as AppShape,
+  created_at: r.created_at,
+  updated_at: r.updated_at,
+});
+
+const triggerRow = (t: Trigger): TriggersTable => ({
+  id: t.id,
+  name: t.name,
+  app_id: t.app_id,
+  fn_id: t.fn_id,
+  type: t.type,
+  source: t.source,
+  annotations: JSON.stringify(t.annotations),
+  created_at: t.created_at,
+  updated_at: t.updated_at,
+});
+
+const toTrigger = (r: Selectable<TriggersTable>): Trigger => ({
+  id: r.id,
+  name: r.name,
+  app_id: r.app_id,
+  fn_id: r.fn_id,
+  type: r.type as TriggerType,
+  source: r.source,
+  annotations: JSON.parse(r.annotations) as Trigger['annotations'],
+  created_at: r.created_at,
+  updated_at: r.updated_at,
+});
+
+/** Splits one extra row off a `perPage + 1` query into the page and its cursor. */
+function toPage<R, T>(rows: R[], perPage: number, map: (r: R) => T, cursorOf: (r: R) => string[]): Page<T> {
+  const more = rows.length > perPage;
+  const items = (more ? rows.slice(0, perPage) : rows).map(map);
+  const last = rows[perPage - 1];
+  return more && last !== undefined ? { items, nextCursor: encodeCursor(cursorOf(last)) } : { items };
+}
+
+function limitOf(page: PageRequest): number {
+  return Math.min(Math.max(Math.trunc(page.perPage), 1), 100) + 1;
+}
+
+export interface SqlDatastoreOptions {
+  /** Recognises a unique-constraint violation of this database driver. */
+  isUniqueViolation(err: unknown): boolean;
+  /** Releases the driver's own resources after Kysely is destroyed. */
+  onClose?: () => Promise<void> | void;
+}
+
+export class SqlDatastore implements Datastore {
+  private closed = false;
+
+  private constructor(
+    private readonly db: Kysely<Schema>,
+    private readonly options: SqlDatastoreOptions,
+  ) {}
+
+  /** Opens the store on `db` and brings its schema up to date. */
+  static async open(db: Kysely<Schema>, options: SqlDatastoreOptions): Promise<SqlDatastore> {
+    const migrator = new Migrator({
+      db,
+      provider: { getMigrations: async () => migrations },
+      migrationTableName: 'fnts_migrations',
+      migrationLockTableName: 'fnts_migrations_lock',
+    });
+    const { error } = await migrator.migrateToLatest();
+    if (error) {
+      await db.destroy();
+      throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+    return new SqlDatastore(db, options);
+  }
+
+  private get q(): Kysely<Schema> {
+    if (this.closed) throw new DatastoreClosedError();
+    return this.db;
+  }
+
+  private conflict(err: unknown, d: typeof E.AppsAlreadyExists): never {
+    if (this.options.isUniqueViolation(err)) throw new ApiError(d, { cause: err });
+    throw err;
+  }
+
+  // ---- apps
+
+  async insertApp(app: App): Promise<App> {
+    try {
+      await this.q.insertInto('apps').values(appRow(app)).execute();
+    } catch (err) {
+      this.conflict(err, E.AppsAlreadyExists);
+    }
+    return app;
+  }
+
+  private async appById(db: Db, id: string): Promise<App> {
+    const row = await db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw new ApiError(E.AppsNotFound);
+    return toApp(row);
+  }
+
+  async getAppById(id: string): Promise<App> {
+    return this.appById(this.q, id);
+  }
+
+  async getAppByName(name: string): Promise<App> {
+    const row = await this.q.selectFrom('apps').selectAll().where('name', '=', name).executeTakeFirst();
+    if (!row) throw new ApiError(E.AppsNotFound);
+    return toApp(row);
+  }
+
+  async listApps(filter: AppFilter): Promise<Page<App>> {
+    let query = this.q.selectFrom('apps').selectAll();
+    if (filter.name) query = query.where('name', '=', filter.name);
+    if (filter.cursor) {
+      const [name = ''] = decodeCursor(filter.cursor);
+      query = query.where('name', '>', name);
+    }
+    const rows = await query.orderBy('name').limit(limitOf(filter)).execute();
+    return toPage(rows, limitOf(filter) - 1, toApp, (r) => [r.name]);
+  }
+
+  async updateApp(id: string, update: (current: App) => App): Promise<App> {
+    return this.q.transaction().execute(async (trx) => {
+      const current = await this.appById(trx, id);
+      const next = update(current);
+      if (next === current) return current;
+      const { id: _id, name: _name, created_at: _c, ...changes } = appRow(next);
+      await trx.updateTable('apps').set(changes).where('id', '=', id).execute();
+      return next;
+    });
+  }
+
+  async removeApp(id: string): Promise<void> {
+    await this.q.transaction().execute(async (trx) => {
+      // Explicit rather than relying on ON DELETE CASCADE alone: SQLite only
+      // cascades with foreign_keys enabled, and this must hold everywhere.
+      await trx.deleteFrom('triggers').where('app_id', '=', id).execute();
+      await trx.deleteFrom('fns').where('app_id', '=', id).execute();
+      const res = await trx.deleteFrom('apps').where('id', '=', id).executeTakeFirst();
+      if (Number(res.numDeletedRows) === 0) throw new ApiError(E.AppsNotFound);
+    });
+  }
+
+  // ---- fns
+
+  async insertFn(fn: Fn): Promise<Fn> {
+    try {
+      return await this.q.transaction().execute(async (trx) => {
+        const app = await this.appById(trx, fn.app_id);
+        const stored: Fn = { ...fn, shape: app.shape };
+        await trx.insertInto('fns').values(fnRow(stored)).execute();
+        return stored;
+      });
+    } catch (err) {
+      return this.conflict(err, E.FnsExists);
+    }
+  }
+
+  private async fnById(db: Db, id: string): Promise<Fn> {
+    const row = await db.selectFrom('fns').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw new ApiError(E.FnsNotFound);
+    return toFn(row);
+  }
+
+  async getFnById(id: string): Promise<Fn> {
+    return this.fnById(this.q, id);
+  }
+
+  async listFns(filter: FnFilter): Promise<Page<Fn>> {
+    let query = this.q.selectFrom('fns').selectAll().where('app_id', '=', filter.appId);
+    if (filter.name) query = query.where('name', '=', filter.name);
+    if (filter.cursor) {
+      const [name = ''] = decodeCursor(filter.cursor);
+      query = query.where('name', '>', name);
+    }
+    const rows = await query.orderBy('name').limit(limitOf(filter)).execute();
+    return toPage(rows, limitOf(filter) - 1, toFn, (r) => [r.name]);
+  }
+
+  async updateFn(id: string, update: (current: Fn) => Fn): Promise<Fn> {
+    return this.q.transaction().execute(async (trx) => {
+      const current = await this.fnById(trx, id);
+      const next = update(current);
+      if (next === current) return current;
+      const { id: _id, name: _name, app_id: _app, created_at: _c, ...changes } = fnRow(next);
+      await trx.updateTable('fns').set(changes).where('id', '=', id).execute();
+      return next;
+    });
+  }
+
+  async removeFn(id: string): Promise<void> {
+    await this.q.transaction().execute(async (trx) => {
+      await trx.deleteFrom('triggers').where('fn_id', '=', id).execute();
+      const res = await trx.deleteFrom('fns').where('id', '=', id).executeTakeFirst();
+      if (Number(res.numDeletedRows) === 0) throw new ApiError(E.FnsNotFound);
+    });
+  }
+
+  // ---- triggers
+
+  /** The checks a trigger must pass before it is written, inside the writing transaction. */
+  private async checkTrigger(trx: Db, t: Trigger): Promise<void> {
+    await this.appById(trx, t.app_id);
+    const fn = await this.fnById(trx, t.fn_id);
+    if (fn.app_id !== t.app_id) throw new ApiError(E.TriggerFnIDNotSameApp);
+    const clash = await trx
+      .selectFrom('triggers')
+      .select('id')
+      .where('app_id', '=', t.app_id)
+      .where('type', '=', t.type)
+      .where('source', '=', t.source)
+      .where('id', '!=', t.id)
+      .executeTakeFirst();
+    if (clash) throw new ApiError(E.TriggerSourceExists);
+  }
+
+  async insertTrigger(trigger: Trigger): Promise<Trigger> {
+    try {
+      return await this.q.transaction().execute(async (trx) => {
+        await this.checkTrigger(trx, trigger);
+        await trx.insertInto('triggers').values(triggerRow(trigger)).execute();
+        return trigger;
+      });
+    } catch (err) {
+      return this.conflict(err, E.TriggerExists);
+    }
+  }
+
+  private async triggerById(db: Db, id: string): Promise<Trigger> {
+    const row = await db.selectFrom('triggers').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw new ApiError(E.TriggerNotFound);
+    return toTrigger(row);
+  }
+
+  async getTriggerById(id: string): Promise<Trigger> {
+    return this.triggerById(this.q, id);
+  }
+
+  async getTriggerBySource(appId: string, type: string, source: string): Promise<Trigger> {
+    const row = await this.q
+      .selectFrom('triggers')
+      .selectAll()
+      .where('app_id', '=', appId)
+      .where('type', '=', type)
+      .where('source', '=', source)
+      .executeTakeFirst();
+    if (!row) throw new ApiError(E.TriggerNotFound);
+    return toTrigger(row);
+  }
+
+  async listTriggers(filter: TriggerFilter): Promise<Page<Trigger>> {
+    let query = this.q.selectFrom('triggers').selectAll().where('app_id', '=', filter.appId);
+    if (filter.fnId) query = query.where('fn_id', '=', filter.fnId);
+    if (filter.name) query = query.where('name', '=', filter.name);
+    if (filter.cursor) {
+      // Trigger names are unique per fn only, so the cursor carries the id too.
+      const [name = '', id = ''] = decodeCursor(filter.cursor);
+      query = query.where((eb) => eb.or([eb('name', '>', name), eb.and([eb('name', '=', name), eb('id', '>', id)])]));
+    }
+    const rows = await query.orderBy('name').orderBy('id').limit(limitOf(filter)).execute();
+    return toPage(rows, limitOf(filter) - 1, toTrigger, (r) => [r.name, r.id]);
+  }
+
+  async updateTrigger(id: string, update: (current: Trigger) => Trigger): Promise<Trigger> {
+    try {
+      return await this.q.transaction().execute(async (trx) => {
+        const current = await this.triggerById(trx, id);
+        const next = update(current);
+        if (next === current) return current;
+        await this.checkTrigger(trx, next);
+        const { id: _id, app_id: _app, type: _type, created_at: _c, ...changes } = triggerRow(next);
+        await trx.updateTable('triggers').set(changes).where('id', '=', id).execute();
+        return next;
+      });
+    } catch (err) {
+      return this.conflict(err, E.TriggerExists);
+    }
+  }
+
+  async removeTrigger(id: string): Promise<void> {
+    const res = await this.q.deleteFrom('triggers').where('id', '=', id).executeTakeFirst();
+    if (Number(res.numDeletedRows) === 0) throw new ApiError(E.TriggerNotFound);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.db.destroy();
+    await this.options.onClose?.();
+  }
+}

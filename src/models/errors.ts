@@ -1,0 +1,144 @@
+/**
+ * The error catalog: every error an fnts user can see, with a stable `code`,
+ * the HTTP status and the exact message Fn answers with (`{"message": ...}`).
+ *
+ * Errors are thrown as `ApiError` (the caller's or the platform's doing) or
+ * `FunctionError` (the user's function misbehaved: crash, OOM, timeout, bad
+ * response). `server/` maps any error to an HTTP answer in one place; an error
+ * that is not an `ApiError` becomes a 500 whose details are logged, never sent.
+ */
+
+export interface ErrorDef {
+  /** Stable identifier, safe to match on in code and logs. */
+  readonly code: string;
+  readonly status: number;
+  readonly message: string;
+}
+
+function def(code: string, status: number, message: string): ErrorDef {
+  return Object.freeze({ code, status, message });
+}
+
+export const MAX_MEMORY_MB = 8 * 1024;
+export const MAX_TIMEOUT_S = 300;
+export const MAX_IDLE_TIMEOUT_S = 3600;
+export const MAX_NAME_LENGTH = 255;
+export const MAX_ANNOTATION_KEY_BYTES = 128;
+export const MAX_ANNOTATION_VALUE_BYTES = 512;
+export const MAX_ANNOTATION_KEYS = 100;
+
+/** Catalog entries, named after Fn's. Messages are Fn's words, byte for byte. */
+export const E = Object.freeze({
+  // generic request errors
+  InvalidJSON: def('InvalidJSON', 400, 'Invalid JSON'),
+  MethodNotAllowed: def('MethodNotAllowed', 405, 'Method not allowed'),
+  PathNotFound: def('PathNotFound', 404, 'Path not found'),
+  PathMalformed: def('PathMalformed', 400, 'Path malformed'),
+  RequestContentTooBig: def('RequestContentTooBig', 413, 'Request content too large'),
+  InvalidCursor: def('InvalidCursor', 400, 'Invalid cursor'),
+  MissingID: def('MissingID', 400, 'Missing ID'),
+  MissingName: def('MissingName', 400, 'Missing Name'),
+  InternalServerError: def('InternalServerError', 500, 'internal server error'),
+  ServiceUnavailable: def('ServiceUnavailable', 503, 'Service is shutting down'),
+
+  // apps
+  AppIDProvided: def('AppIDProvided', 400, 'App ID cannot be supplied on create'),
+  AppsIDMismatch: def('AppsIDMismatch', 400, 'App ID in path does not match ID in body'),
+  AppsMissingID: def('AppsMissingID', 400, 'Missing app ID'),
+  AppsTooLongName: def('AppsTooLongName', 400, `App name must be ${MAX_NAME_LENGTH} characters or less`),
+  AppsInvalidName: def('AppsInvalidName', 400, 'Invalid app name'),
+  AppsInvalidShape: def('AppsInvalidShape', 400, 'Invalid app shape'),
+  AppsAlreadyExists: def('AppsAlreadyExists', 409, 'App already exists'),
+  AppsNameImmutable: def('AppsNameImmutable', 409, 'Could not update - name is immutable'),
+  AppsNotFound: def('AppsNotFound', 404, 'App not found'),
+  // Fn builds this message from the URL ("invalid syslog url: ..."); see invalidSyslog().
+  InvalidSyslog: def('InvalidSyslog', 400, 'invalid syslog url'),
+
+  // fns
+  FnsIDProvided: def('FnsIDProvided', 400, 'ID cannot be provided for Fn creation'),
+  FnsIDMismatch: def('FnsIDMismatch', 400, 'Fn ID in path does not match that in body'),
+  FnsMissingName: def('FnsMissingName', 400, 'Missing Fn name'),
+  FnsTooLongName: def('FnsTooLongName', 400, `Fn name must be ${MAX_NAME_LENGTH} characters or less`),
+  FnsInvalidName: def('FnsInvalidName', 400, 'name must be a valid string'),
+  FnsMissingAppID: def('FnsMissingAppID', 400, 'Missing AppID on Fn'),
+  FnsMissingImage: def('FnsMissingImage', 400, 'Missing image on Fn'),
+  FnsInvalidTimeout: def('FnsInvalidTimeout', 400, `timeout value is out of range, must be between 0 and ${MAX_TIMEOUT_S}`),
+  FnsInvalidIdleTimeout: def('FnsInvalidIdleTimeout', 400, `idle_timeout value is out of range, must be between 0 and ${MAX_IDLE_TIMEOUT_S}`),
+  InvalidMemory: def('InvalidMemory', 400, `memory value is out of range. It should be between 0 and ${MAX_MEMORY_MB}`),
+  FnsNotFound: def('FnsNotFound', 404, 'Fn not found'),
+  FnsExists: def('FnsExists', 409, 'Fn with specified name already exists'),
+  FnsNameImmutable: def('FnsNameImmutable', 409, 'Could not update - name is immutable'),
+  FnsAppImmutable: def('FnsAppImmutable', 409, 'Could not update - app_id is immutable'),
+  InvalidConfigKey: def('InvalidConfigKey', 400, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"),
+
+  // triggers
+  TriggerIDProvided: def('TriggerIDProvided', 400, 'ID cannot be provided for Trigger creation'),
+  TriggerIDMismatch: def('TriggerIDMismatch', 400, 'ID in path does not match ID in body'),
+  CreatedAtProvided: def('CreatedAtProvided', 400, 'Trigger Created At Provided for Create'),
+  // Fn's own wording for this case, kept for compatibility.
+  UpdatedAtProvided: def('UpdatedAtProvided', 400, 'Trigger ID Provided for Create'),
+  TriggerMissingName: def('TriggerMissingName', 400, 'Missing name on Trigger'),
+  TriggerTooLongName: def('TriggerTooLongName', 400, `Trigger name must be ${MAX_NAME_LENGTH} characters or less`),
+  TriggerInvalidName: def('TriggerInvalidName', 400, 'Invalid name for Trigger'),
+  TriggerMissingAppID: def('TriggerMissingAppID', 400, 'Missing App ID on Trigger'),
+  TriggerMissingFnID: def('TriggerMissingFnID', 400, 'Missing Fn ID on Trigger'),
+  TriggerFnIDNotSameApp: def('TriggerFnIDNotSameApp', 400, 'Invalid Fn ID - not owned by specified app'),
+  TriggerTypeUnknown: def('TriggerTypeUnknown', 400, 'Trigger Type Not Supported'),
+  TriggerMissingSource: def('TriggerMissingSource', 400, 'Missing Trigger Source'),
+  TriggerMissingSourcePrefix: def('TriggerMissingSourcePrefix', 400, "Missing Trigger Source Prefix '/'"),
+  TriggerInvalidSource: def('TriggerInvalidSource', 400, 'Invalid Trigger Source'),
+  TriggerAppImmutable: def('TriggerAppImmutable', 409, 'Could not update - app_id is immutable'),
+  TriggerTypeImmutable: def('TriggerTypeImmutable', 409, 'Could not update - type is immutable'),
+  TriggerNotFound: def('TriggerNotFound', 404, 'Trigger not found'),
+  TriggerExists: def('TriggerExists', 409, 'Trigger already exists'),
+  TriggerSourceExists: def('TriggerSourceExists', 409, 'Trigger with the same type and source exists on this app'),
+
+  // annotations
+  InvalidAnnotationKey: def('InvalidAnnotationKey', 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'),
+  InvalidAnnotationKeyLength: def('InvalidAnnotationKeyLength', 400, `Invalid annotation key length, annotation keys may not be larger than ${MAX_ANNOTATION_KEY_BYTES} bytes`),
+  InvalidAnnotationValue: def('InvalidAnnotationValue', 400, 'Invalid annotation value, annotation values may only be non-empty strings, numbers, objects, or arrays'),
+  InvalidAnnotationValueLength: def('InvalidAnnotationValueLength', 400, `Invalid annotation value length, annotation values may not be larger than ${MAX_ANNOTATION_VALUE_BYTES} bytes when serialized as JSON`),
+  TooManyAnnotationKeys: def('TooManyAnnotationKeys', 400, `Invalid annotation change, new key(s) exceed maximum permitted number of annotations keys (${MAX_ANNOTATION_KEYS})`),
+} as const);
+
+export type ErrorName = keyof typeof E;
+
+/** An error the caller or the platform caused; carries its HTTP answer. */
+export class ApiError extends Error {
+  override readonly name: string = 'ApiError';
+  readonly code: string;
+  readonly status: number;
+  /** Extra response headers, e.g. Retry-After. */
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(d: ErrorDef, options: { message?: string; cause?: unknown; headers?: Record<string, string> } = {}) {
+    super(options.message ?? d.message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = d.code;
+    this.status = d.status;
+    this.headers = Object.freeze({ ...options.headers });
+  }
+
+  /** True when `err` is an ApiError made from catalog entry `d`. */
+  static is(err: unknown, d: ErrorDef): err is ApiError {
+    return err instanceof ApiError && err.code === d.code;
+  }
+}
+
+/** An error caused by the user's function rather than by fnts or the caller. */
+export class FunctionError extends ApiError {
+  override readonly name = 'FunctionError';
+}
+
+export function apiError(d: ErrorDef, options?: { message?: string; cause?: unknown; headers?: Record<string, string> }): ApiError {
+  return new ApiError(d, options);
+}
+
+/** Fn's 404/405 answers name the method and path: "Path not found: GET /x". */
+export function routeError(d: ErrorDef, method: string, path: string): ApiError {
+  return new ApiError(d, { message: `${d.message}: ${method} ${path}` });
+}
+
+/** Fn: `invalid syslog url: "<url>" <reason>`. */
+export function invalidSyslog(url: string, reason: string): ApiError {
+  return new ApiError(E.InvalidSyslog, { message: `invalid syslog url: "${url}" ${reason}` });
+}

@@ -1,0 +1,34 @@
+/**
+ * models/ — the records fnts manages (App, Fn, Trigger), their validation and
+ * update rules, and the error catalog with Fn's exact messages.
+ */
+export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annotations.js';
+export type { Annotations } from './annotations.js';
+export { APP_SHAPES, appPatchFromJson, applyAppPatch, appToJson, newAppFromJson, validateAppName } from './app.js';
+export type { App, AppPatch, AppShape } from './app.js';
+export { newId, now } from './common.js';
+export type { ConfigMap } from './common.js';
+export { parseJsonObject } from './decode.js';
+export type { JsonObject } from './decode.js';
+export { ApiError, apiError, E, FunctionError, invalidSyslog, routeError } from './errors.js';
+export type { ErrorDef, ErrorName } from './errors.js';
+export {
+  applyFnPatch,
+  DEFAULT_IDLE_TIMEOUT_S,
+  DEFAULT_MEMORY_MB,
+  DEFAULT_TIMEOUT_S,
+  FN_INVOKE_ENDPOINT_ANNOTATION,
+  fnPatchFromJson,
+  fnToJson,
+  newFnFromJson,
+} from './fn.js';
+export type { Fn, FnPatch } from './fn.js';
+export {
+  applyTriggerPatch,
+  newTriggerFromJson,
+  TRIGGER_HTTP_ENDPOINT_ANNOTATION,
+  TRIGGER_TYPES,
+  triggerPatchFromJson,
+  triggerToJson,
+} from './trigger.js';
+export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';

@@ -1,0 +1,169 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startApi, type TestApi } from '../support/api.js';
+
+let api: TestApi;
+let app: any;
+beforeEach(async () => {
+  api = await startApi();
+  app = await api.createApp({ name: 'myapp', shape: 'GENERIC_X86_ARM' });
+});
+afterEach(async () => {
+  await api.close();
+});
+
+const IMAGE = 'fnproject/hello:0.0.1';
+
+async function expectError(method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload: unknown, status: number, message: string) {
+  const res = await api.call(method, url, payload);
+  expect({ status: res.status, body: res.body }).toEqual({ status, body: { message } });
+}
+
+async function fnCount(): Promise<number> {
+  return (await api.call('GET', `/v2/fns?app_id=${app.id}&per_page=100`)).body.items.length;
+}
+
+describe('POST /v2/fns', () => {
+  it('creates a fn with Fn\'s defaults, its app\'s shape and its invoke endpoint', async () => {
+    const res = await api.call('POST', '/v2/fns', { app_id: app.id, name: 'hello', image: IMAGE });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      id: expect.stringMatching(/^[0-9A-Z]{26}$/),
+      name: 'hello',
+      app_id: app.id,
+      image: IMAGE,
+      memory: 128,
+      timeout: 30,
+      idle_timeout: 30,
+      config: {},
+      annotations: { 'fnproject.io/fn/invokeEndpoint': `http://fnts.test:8080/invoke/${res.body.id}` },
+      shape: 'GENERIC_X86_ARM',
+      created_at: expect.any(String),
+      updated_at: res.body.created_at,
+    });
+    expect((await api.call('GET', `/v2/fns/${res.body.id}`)).body).toEqual(res.body);
+  });
+
+  it('treats 0 as "use the default" and keeps given values', async () => {
+    const zero = await api.createFn({ app_id: app.id, name: 'zero', image: IMAGE, memory: 0, timeout: 0, idle_timeout: 0 });
+    expect([zero.memory, zero.timeout, zero.idle_timeout]).toEqual([128, 30, 30]);
+    const set = await api.createFn({ app_id: app.id, name: 'set', image: IMAGE, memory: 8192, timeout: 300, idle_timeout: 3600, config: { K: 'v' } });
+    expect([set.memory, set.timeout, set.idle_timeout, set.config]).toEqual([8192, 300, 3600, { K: 'v' }]);
+  });
+
+  it('builds endpoint annotations on FN_PUBLIC_LB_URL when it is set', async () => {
+    await api.close();
+    api = await startApi({ FN_PUBLIC_LB_URL: 'https://fn.example.com/' });
+    app = await api.createApp({ name: 'pub' });
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    expect(fn.annotations['fnproject.io/fn/invokeEndpoint']).toBe(`https://fn.example.com/invoke/${fn.id}`);
+  });
+
+  it.each([
+    [{ name: 'f', image: IMAGE }, 'Missing AppID on Fn'],
+    [{ image: IMAGE, app: 'x' }, 'Missing AppID on Fn'],
+    [{ app_id: 'APP', image: IMAGE }, 'Missing Fn name'],
+    [{ app_id: 'APP', name: 'f' }, 'Missing image on Fn'],
+    [{ app_id: 'APP', name: 'f', image: '   ' }, 'Missing image on Fn'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, id: 'x' }, 'ID cannot be provided for Fn creation'],
+    [{ app_id: 'APP', name: 'has space', image: IMAGE }, 'name must be a valid string'],
+    [{ app_id: 'APP', name: 'a/b', image: IMAGE }, 'name must be a valid string'],
+    [{ app_id: 'APP', name: 'nön-ascii', image: IMAGE }, 'name must be a valid string'],
+    [{ app_id: 'APP', name: 'f'.repeat(256), image: IMAGE }, 'Fn name must be 255 characters or less'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, memory: 8193 }, 'memory value is out of range. It should be between 0 and 8192'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, memory: 100000000000000 }, 'memory value is out of range. It should be between 0 and 8192'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, timeout: 301 }, 'timeout value is out of range, must be between 0 and 300'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, timeout: -1 }, 'timeout value is out of range, must be between 0 and 300'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, idle_timeout: 3601 }, 'idle_timeout value is out of range, must be between 0 and 3600'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, annotations: { ' ': 1 } }, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, config: { '': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, memory: -1 }, 'Invalid JSON'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, memory: 1.5 }, 'Invalid JSON'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, memory: '128' }, 'Invalid JSON'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, timeout: 2 ** 31 }, 'Invalid JSON'],
+  ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
+    const body = JSON.parse(JSON.stringify(payload).replaceAll('"APP"', JSON.stringify(app.id)));
+    await expectError('POST', '/v2/fns', body, 400, message);
+    expect(await fnCount()).toBe(0);
+  });
+
+  it('answers 404 App not found for an unknown app', async () => {
+    await expectError('POST', '/v2/fns', { app_id: 'nope', name: 'f', image: IMAGE }, 404, 'App not found');
+  });
+
+  it('answers 409 to a second fn of the same name in the app, but allows it in another app', async () => {
+    await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    await expectError('POST', '/v2/fns', { app_id: app.id, name: 'f', image: 'other:1' }, 409, 'Fn with specified name already exists');
+    const other = await api.createApp({ name: 'other' });
+    await api.createFn({ app_id: other.id, name: 'f', image: IMAGE });
+    expect(await fnCount()).toBe(1);
+  });
+
+  it('does not store the computed invoke endpoint a client sends back', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE, annotations: { 'fnproject.io/fn/invokeEndpoint': 'http://elsewhere/x', mine: 1 } });
+    expect(fn.annotations).toEqual({ mine: 1, 'fnproject.io/fn/invokeEndpoint': `http://fnts.test:8080/invoke/${fn.id}` });
+  });
+});
+
+describe('GET /v2/fns', () => {
+  it('needs app_id', async () => {
+    await expectError('GET', '/v2/fns', undefined, 400, 'Missing AppID on Fn');
+  });
+
+  it('lists the app\'s fns by name with paging, a name filter and endpoints', async () => {
+    for (const n of ['c', 'a', 'b']) await api.createFn({ app_id: app.id, name: n, image: IMAGE });
+    const other = await api.createApp({ name: 'other' });
+    await api.createFn({ app_id: other.id, name: 'zz', image: IMAGE });
+
+    const page1 = await api.call('GET', `/v2/fns?app_id=${app.id}&per_page=2`);
+    expect(page1.body.items.map((f: any) => f.name)).toEqual(['a', 'b']);
+    expect(page1.body.items[0].annotations['fnproject.io/fn/invokeEndpoint']).toMatch(/\/invoke\/[0-9A-Z]{26}$/);
+    const page2 = await api.call('GET', `/v2/fns?app_id=${app.id}&per_page=2&cursor=${page1.body.next_cursor}`);
+    expect(page2.body).toEqual({ items: [expect.objectContaining({ name: 'c' })] });
+    expect((await api.call('GET', `/v2/fns?app_id=${app.id}&name=b`)).body.items.map((f: any) => f.name)).toEqual(['b']);
+    expect((await api.call('GET', '/v2/fns?app_id=unknown')).body).toEqual({ items: [] });
+  });
+});
+
+describe('PUT /v2/fns/{fnID}', () => {
+  it('changes what is given, keeps what is not, merges config', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE, memory: 256, config: { A: '1', B: '2' } });
+    const res = await api.call('PUT', `/v2/fns/${fn.id}`, { image: 'fnproject/hello:0.0.2', timeout: 60, config: { A: '', C: '3' } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ image: 'fnproject/hello:0.0.2', memory: 256, timeout: 60, idle_timeout: 30, config: { B: '2', C: '3' } });
+    expect(res.body.annotations['fnproject.io/fn/invokeEndpoint']).toBe(`http://fnts.test:8080/invoke/${fn.id}`);
+    expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).toEqual(res.body);
+  });
+
+  it('accepts the listing entry echoed back by the fn CLI, endpoint annotation and zero timestamps included', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    const res = await api.call('PUT', `/v2/fns/${fn.id}`, { ...fn, memory: 512, created_at: '0001-01-01T00:00:00.000Z', updated_at: null });
+    expect(res.status).toBe(200);
+    expect(res.body.memory).toBe(512);
+    const stored = await api.datastore.getFnById(fn.id);
+    expect(stored.annotations).toEqual({});
+  });
+
+  it('answers Fn\'s errors and changes nothing', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    await expectError('PUT', `/v2/fns/${fn.id}`, { memory: 9000 }, 400, 'memory value is out of range. It should be between 0 and 8192');
+    await expectError('PUT', `/v2/fns/${fn.id}`, { timeout: -5 }, 400, 'timeout value is out of range, must be between 0 and 300');
+    await expectError('PUT', `/v2/fns/${fn.id}`, { id: 'other' }, 400, 'Fn ID in path does not match that in body');
+    await expectError('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' }, 409, 'Could not update - name is immutable');
+    await expectError('PUT', `/v2/fns/${fn.id}`, { app_id: 'elsewhere' }, 409, 'Could not update - app_id is immutable');
+    await expectError('PUT', '/v2/fns/nope', { memory: 256 }, 404, 'Fn not found');
+    expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).toEqual(fn);
+  });
+});
+
+describe('DELETE /v2/fns/{fnID}', () => {
+  it('answers 204, removes the fn\'s triggers, and 404 after', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    const t = await api.createTrigger({ app_id: app.id, fn_id: fn.id, name: 't', type: 'http', source: '/t' });
+    const res = await api.call('DELETE', `/v2/fns/${fn.id}`);
+    expect([res.status, res.raw]).toEqual([204, '']);
+    await expectError('GET', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
+    await expectError('DELETE', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
+    await expectError('GET', `/v2/triggers/${t.id}`, undefined, 404, 'Trigger not found');
+    expect((await api.call('GET', `/v2/apps/${app.id}`)).status).toBe(200);
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * Starts the real `fnts` binary (dist/cli/main.js) as a child process, the
+ * way a user runs it, and finds the port it listens on from its log.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'cli', 'main.js');
+
+export interface FntsProcess {
+  readonly proc: ChildProcess;
+  readonly port: number;
+  readonly url: string;
+  /** Everything the process wrote so far. */
+  output(): string;
+  /** Sends `signal` and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function runFnts(
+  args: string[],
+  env: Record<string, string>,
+  cwd?: string,
+): { proc: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
+  const proc = spawn(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env['PATH'] ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
+  proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));
+  const done = new Promise<{ code: number | null; output: string }>((resolve) => proc.on('exit', (code) => resolve({ code, output })));
+  return { proc, done };
+}
+
+export async function startFnts(env: Record<string, string>, options: { cwd?: string; timeoutMs?: number } = {}): Promise<FntsProcess> {
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  const { proc, done } = runFnts(['serve'], { FN_PORT: '0', FN_LISTEN_HOST: '127.0.0.1', ...env }, options.cwd);
+  let output = '';
+  proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
+  proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`fnts did not start within ${timeoutMs}ms:\n${output}`)), timeoutMs);
+    const onData = (): void => {
+      const m = /fnts serving on :(\d+)/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        proc.stdout!.off('data', onData);
+        resolve(Number(m[1]));
+      }
+    };
+    proc.stdout!.on('data', onData);
+    void done.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`fnts exited with ${code} before listening:\n${output}`));
+    });
+  });
+  return {
+    proc,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    output: () => output,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      return (await done).code;
+    },
+  };
+}
