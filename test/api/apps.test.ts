@@ -11,11 +11,6 @@ afterEach(async () => {
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
-async function expectError(method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH', url: string, payload: unknown, status: number, message: string) {
-  const res = await api.call(method, url, payload);
-  expect({ status: res.status, body: res.body }).toEqual({ status, body: { message } });
-  expect(res.headers['content-type']).toMatch(/^application\/json/);
-}
 
 async function appNames(): Promise<string[]> {
   return (await api.call('GET', '/v2/apps?per_page=100')).body.items.map((a: any) => a.name);
@@ -70,7 +65,7 @@ describe('POST /v2/apps', () => {
     ['an annotations array', '{"name":"x","annotations":[1]}'],
     ['a numeric syslog_url', '{"name":"x","syslog_url":5}'],
   ])('answers 400 Invalid JSON to %s', async (_what, payload) => {
-    await expectError('POST', '/v2/apps', payload, 400, 'Invalid JSON');
+    await api.expectError('POST', '/v2/apps', payload, 400, 'Invalid JSON');
     expect(await appNames()).toEqual([]);
   });
 
@@ -100,7 +95,7 @@ describe('POST /v2/apps', () => {
     ],
     [{ name: 'x', config: { 'A=B': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
   ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
-    await expectError('POST', '/v2/apps', payload, 400, message);
+    await api.expectError('POST', '/v2/apps', payload, 400, message);
     expect(await appNames()).toEqual([]);
   });
 
@@ -113,7 +108,7 @@ describe('POST /v2/apps', () => {
 
   it('answers 409 App already exists to a second app of the same name', async () => {
     await api.createApp({ name: 'dup' });
-    await expectError('POST', '/v2/apps', { name: 'dup' }, 409, 'App already exists');
+    await api.expectError('POST', '/v2/apps', { name: 'dup' }, 409, 'App already exists');
     expect(await appNames()).toEqual(['dup']);
   });
 
@@ -139,8 +134,8 @@ describe('POST /v2/apps', () => {
 
 describe('GET /v2/apps/{appID}', () => {
   it('answers 404 App not found for an unknown id', async () => {
-    await expectError('GET', '/v2/apps/01ABCDEF', undefined, 404, 'App not found');
-    await expectError('GET', '/v2/apps/..%2F..%2Fetc', undefined, 404, 'App not found');
+    await api.expectError('GET', '/v2/apps/01ABCDEF', undefined, 404, 'App not found');
+    await api.expectError('GET', '/v2/apps/..%2F..%2Fetc', undefined, 404, 'App not found');
   });
 });
 
@@ -186,12 +181,12 @@ describe('PUT /v2/apps/{appID}', () => {
 
   it('answers Fn\'s errors and changes nothing', async () => {
     const app = await api.createApp({ name: 'keep', config: { A: '1' } });
-    await expectError('PUT', `/v2/apps/${app.id}`, { name: 'other' }, 409, 'Could not update - name is immutable');
-    await expectError('PUT', `/v2/apps/${app.id}`, { id: 'other' }, 400, 'App ID in path does not match ID in body');
-    await expectError('PUT', `/v2/apps/${app.id}`, '{', 400, 'Invalid JSON');
-    await expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2' }, annotations: { 'bad key': 1 } }, 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace');
-    await expectError('PUT', `/v2/apps/${app.id}`, { syslog_url: 'ftp://x' }, 400, 'invalid syslog url: "ftp://x" invalid scheme, only [tcp, udp, unix, unixgram, tcp+tls] are supported');
-    await expectError('PUT', '/v2/apps/nope', { config: { A: '2' } }, 404, 'App not found');
+    await api.expectError('PUT', `/v2/apps/${app.id}`, { name: 'other' }, 409, 'Could not update - name is immutable');
+    await api.expectError('PUT', `/v2/apps/${app.id}`, { id: 'other' }, 400, 'App ID in path does not match ID in body');
+    await api.expectError('PUT', `/v2/apps/${app.id}`, '{', 400, 'Invalid JSON');
+    await api.expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2' }, annotations: { 'bad key': 1 } }, 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace');
+    await api.expectError('PUT', `/v2/apps/${app.id}`, { syslog_url: 'ftp://x' }, 400, 'invalid syslog url: "ftp://x" invalid scheme, only [tcp, udp, unix, unixgram, tcp+tls] are supported');
+    await api.expectError('PUT', '/v2/apps/nope', { config: { A: '2' } }, 404, 'App not found');
     expect((await api.call('GET', `/v2/apps/${app.id}`)).body).toEqual(app);
   });
 });
@@ -204,9 +199,9 @@ describe('DELETE /v2/apps/{appID}', () => {
     const res = await api.call('DELETE', `/v2/apps/${app.id}`);
     expect(res.status).toBe(204);
     expect(res.raw).toBe('');
-    await expectError('DELETE', `/v2/apps/${app.id}`, undefined, 404, 'App not found');
-    await expectError('GET', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
-    await expectError('GET', `/v2/triggers/${trigger.id}`, undefined, 404, 'Trigger not found');
+    await api.expectError('DELETE', `/v2/apps/${app.id}`, undefined, 404, 'App not found');
+    await api.expectError('GET', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
+    await api.expectError('GET', `/v2/triggers/${trigger.id}`, undefined, 404, 'Trigger not found');
   });
 });
 
@@ -247,15 +242,15 @@ describe('GET /v2/apps', () => {
   });
 
   it('answers 400 to a cursor it never gave out', async () => {
-    await expectError('GET', '/v2/apps?cursor=%25%25%25', undefined, 400, 'Invalid cursor');
+    await api.expectError('GET', '/v2/apps?cursor=%25%25%25', undefined, 400, 'Invalid cursor');
   });
 });
 
 describe('methods and paths', () => {
   it('answers 405 naming the method and path for unsupported methods', async () => {
-    await expectError('PATCH', '/v2/apps', undefined, 405, 'Method not allowed: PATCH /v2/apps');
-    await expectError('DELETE', '/v2/apps', undefined, 405, 'Method not allowed: DELETE /v2/apps');
-    await expectError('POST', '/v2/apps/abc', {}, 405, 'Method not allowed: POST /v2/apps/abc');
+    await api.expectError('PATCH', '/v2/apps', undefined, 405, 'Method not allowed: PATCH /v2/apps');
+    await api.expectError('DELETE', '/v2/apps', undefined, 405, 'Method not allowed: DELETE /v2/apps');
+    await api.expectError('POST', '/v2/apps/abc', {}, 405, 'Method not allowed: POST /v2/apps/abc');
   });
 
   it('serves paths with a trailing slash', async () => {

@@ -13,10 +13,6 @@ afterEach(async () => {
 
 const IMAGE = 'fnproject/hello:0.0.1';
 
-async function expectError(method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload: unknown, status: number, message: string) {
-  const res = await api.call(method, url, payload);
-  expect({ status: res.status, body: res.body }).toEqual({ status, body: { message } });
-}
 
 async function fnCount(): Promise<number> {
   return (await api.call('GET', `/v2/fns?app_id=${app.id}&per_page=100`)).body.items.length;
@@ -82,17 +78,17 @@ describe('POST /v2/fns', () => {
     [{ app_id: 'APP', name: 'f', image: IMAGE, timeout: 2 ** 31 }, 'Invalid JSON'],
   ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
     const body = JSON.parse(JSON.stringify(payload).replaceAll('"APP"', JSON.stringify(app.id)));
-    await expectError('POST', '/v2/fns', body, 400, message);
+    await api.expectError('POST', '/v2/fns', body, 400, message);
     expect(await fnCount()).toBe(0);
   });
 
   it('answers 404 App not found for an unknown app', async () => {
-    await expectError('POST', '/v2/fns', { app_id: 'nope', name: 'f', image: IMAGE }, 404, 'App not found');
+    await api.expectError('POST', '/v2/fns', { app_id: 'nope', name: 'f', image: IMAGE }, 404, 'App not found');
   });
 
   it('answers 409 to a second fn of the same name in the app, but allows it in another app', async () => {
     await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
-    await expectError('POST', '/v2/fns', { app_id: app.id, name: 'f', image: 'other:1' }, 409, 'Fn with specified name already exists');
+    await api.expectError('POST', '/v2/fns', { app_id: app.id, name: 'f', image: 'other:1' }, 409, 'Fn with specified name already exists');
     const other = await api.createApp({ name: 'other' });
     await api.createFn({ app_id: other.id, name: 'f', image: IMAGE });
     expect(await fnCount()).toBe(1);
@@ -106,7 +102,7 @@ describe('POST /v2/fns', () => {
 
 describe('GET /v2/fns', () => {
   it('needs app_id', async () => {
-    await expectError('GET', '/v2/fns', undefined, 400, 'Missing AppID on Fn');
+    await api.expectError('GET', '/v2/fns', undefined, 400, 'Missing AppID on Fn');
   });
 
   it('lists the app\'s fns by name with paging, a name filter and endpoints', async () => {
@@ -145,12 +141,12 @@ describe('PUT /v2/fns/{fnID}', () => {
 
   it('answers Fn\'s errors and changes nothing', async () => {
     const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
-    await expectError('PUT', `/v2/fns/${fn.id}`, { memory: 9000 }, 400, 'memory value is out of range. It should be between 0 and 8192');
-    await expectError('PUT', `/v2/fns/${fn.id}`, { timeout: -5 }, 400, 'timeout value is out of range, must be between 0 and 300');
-    await expectError('PUT', `/v2/fns/${fn.id}`, { id: 'other' }, 400, 'Fn ID in path does not match that in body');
-    await expectError('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' }, 409, 'Could not update - name is immutable');
-    await expectError('PUT', `/v2/fns/${fn.id}`, { app_id: 'elsewhere' }, 409, 'Could not update - app_id is immutable');
-    await expectError('PUT', '/v2/fns/nope', { memory: 256 }, 404, 'Fn not found');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { memory: 9000 }, 400, 'memory value is out of range. It should be between 0 and 8192');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { timeout: -5 }, 400, 'timeout value is out of range, must be between 0 and 300');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { id: 'other' }, 400, 'Fn ID in path does not match that in body');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' }, 409, 'Could not update - name is immutable');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { app_id: 'elsewhere' }, 409, 'Could not update - app_id is immutable');
+    await api.expectError('PUT', '/v2/fns/nope', { memory: 256 }, 404, 'Fn not found');
     expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).toEqual(fn);
   });
 });
@@ -161,9 +157,9 @@ describe('DELETE /v2/fns/{fnID}', () => {
     const t = await api.createTrigger({ app_id: app.id, fn_id: fn.id, name: 't', type: 'http', source: '/t' });
     const res = await api.call('DELETE', `/v2/fns/${fn.id}`);
     expect([res.status, res.raw]).toEqual([204, '']);
-    await expectError('GET', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
-    await expectError('DELETE', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
-    await expectError('GET', `/v2/triggers/${t.id}`, undefined, 404, 'Trigger not found');
+    await api.expectError('GET', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
+    await api.expectError('DELETE', `/v2/fns/${fn.id}`, undefined, 404, 'Fn not found');
+    await api.expectError('GET', `/v2/triggers/${t.id}`, undefined, 404, 'Trigger not found');
     expect((await api.call('GET', `/v2/apps/${app.id}`)).status).toBe(200);
   });
 });

@@ -13,10 +13,6 @@ afterEach(async () => {
   await api.close();
 });
 
-async function expectError(method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload: unknown, status: number, message: string) {
-  const res = await api.call(method, url, payload);
-  expect({ status: res.status, body: res.body }).toEqual({ status, body: { message } });
-}
 
 const trig = (extra: Record<string, unknown> = {}) => ({ app_id: app.id, fn_id: fn.id, name: 't', type: 'http', source: '/hello', ...extra });
 
@@ -70,23 +66,23 @@ describe('POST /v2/triggers', () => {
     [{ created_at: 'yesterday' }, 'Invalid JSON'],
     [{ annotations: { k: null } }, 'Invalid annotation value, annotation values may only be non-empty strings, numbers, objects, or arrays'],
   ])('answers 400 to %j with Fn\'s message', async (extra, message) => {
-    await expectError('POST', '/v2/triggers', trig(extra), 400, message);
+    await api.expectError('POST', '/v2/triggers', trig(extra), 400, message);
     expect(await triggerCount()).toBe(0);
   });
 
   it('answers 404 for an unknown app or fn, and 400 for a fn of another app', async () => {
-    await expectError('POST', '/v2/triggers', trig({ app_id: 'nope' }), 404, 'App not found');
-    await expectError('POST', '/v2/triggers', trig({ fn_id: 'nope' }), 404, 'Fn not found');
+    await api.expectError('POST', '/v2/triggers', trig({ app_id: 'nope' }), 404, 'App not found');
+    await api.expectError('POST', '/v2/triggers', trig({ fn_id: 'nope' }), 404, 'Fn not found');
     const other = await api.createApp({ name: 'other' });
     const otherFn = await api.createFn({ app_id: other.id, name: 'x', image: 'i:1' });
-    await expectError('POST', '/v2/triggers', trig({ fn_id: otherFn.id }), 400, 'Invalid Fn ID - not owned by specified app');
+    await api.expectError('POST', '/v2/triggers', trig({ fn_id: otherFn.id }), 400, 'Invalid Fn ID - not owned by specified app');
     expect(await triggerCount()).toBe(0);
   });
 
   it('answers 409 to a taken name on the fn or a taken source in the app', async () => {
     await api.createTrigger(trig());
-    await expectError('POST', '/v2/triggers', trig({ source: '/other' }), 409, 'Trigger already exists');
-    await expectError('POST', '/v2/triggers', trig({ name: 'other' }), 409, 'Trigger with the same type and source exists on this app');
+    await api.expectError('POST', '/v2/triggers', trig({ source: '/other' }), 409, 'Trigger already exists');
+    await api.expectError('POST', '/v2/triggers', trig({ name: 'other' }), 409, 'Trigger with the same type and source exists on this app');
     const fn2 = await api.createFn({ app_id: app.id, name: 'fn2', image: 'i:1' });
     await api.createTrigger(trig({ fn_id: fn2.id, source: '/fn2' }));
     expect(await triggerCount()).toBe(2);
@@ -95,7 +91,7 @@ describe('POST /v2/triggers', () => {
 
 describe('GET /v2/triggers', () => {
   it('needs app_id', async () => {
-    await expectError('GET', '/v2/triggers', undefined, 400, 'Missing App ID on Trigger');
+    await api.expectError('GET', '/v2/triggers', undefined, 400, 'Missing App ID on Trigger');
   });
 
   it('lists by name, filters by fn and name, and pages', async () => {
@@ -129,11 +125,11 @@ describe('PUT /v2/triggers/{triggerID}', () => {
     const res = await api.call('PUT', `/v2/triggers/${t.id}`, { source: '/moved', annotations: { k: 'v' } });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ name: 't', source: '/moved', annotations: { k: 'v', 'fnproject.io/trigger/httpEndpoint': 'http://fnts.test:8080/t/myapp/moved' } });
-    await expectError('PUT', `/v2/triggers/${t.id}`, { source: '/taken' }, 409, 'Trigger with the same type and source exists on this app');
-    await expectError('PUT', `/v2/triggers/${t.id}`, { name: 'other' }, 409, 'Trigger already exists');
-    await expectError('PUT', `/v2/triggers/${t.id}`, { source: 'nope' }, 400, "Missing Trigger Source Prefix '/'");
-    await expectError('PUT', `/v2/triggers/${t.id}`, { id: 'x' }, 400, 'ID in path does not match ID in body');
-    await expectError('PUT', '/v2/triggers/missing', { source: '/x' }, 404, 'Trigger not found');
+    await api.expectError('PUT', `/v2/triggers/${t.id}`, { source: '/taken' }, 409, 'Trigger with the same type and source exists on this app');
+    await api.expectError('PUT', `/v2/triggers/${t.id}`, { name: 'other' }, 409, 'Trigger already exists');
+    await api.expectError('PUT', `/v2/triggers/${t.id}`, { source: 'nope' }, 400, "Missing Trigger Source Prefix '/'");
+    await api.expectError('PUT', `/v2/triggers/${t.id}`, { id: 'x' }, 400, 'ID in path does not match ID in body');
+    await api.expectError('PUT', '/v2/triggers/missing', { source: '/x' }, 404, 'Trigger not found');
     expect((await api.call('GET', `/v2/triggers/${t.id}`)).body.source).toBe('/moved');
   });
 
@@ -150,7 +146,7 @@ describe('DELETE /v2/triggers/{triggerID}', () => {
     const t = await api.createTrigger(trig());
     const res = await api.call('DELETE', `/v2/triggers/${t.id}`);
     expect([res.status, res.raw]).toEqual([204, '']);
-    await expectError('DELETE', `/v2/triggers/${t.id}`, undefined, 404, 'Trigger not found');
+    await api.expectError('DELETE', `/v2/triggers/${t.id}`, undefined, 404, 'Trigger not found');
     expect((await api.call('GET', `/v2/fns/${fn.id}`)).status).toBe(200);
   });
 });

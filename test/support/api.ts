@@ -3,6 +3,7 @@
  * Fastify's inject() (no ports), with small helpers for the common calls.
  */
 import type { FastifyInstance, InjectOptions } from 'fastify';
+import { expect } from 'vitest';
 import { pino } from 'pino';
 import { compileConfig } from '../../src/config/index.js';
 import { openSqlite, type Datastore } from '../../src/datastore/index.js';
@@ -22,6 +23,8 @@ export interface TestApi {
   createApp(body: Record<string, unknown>): Promise<any>;
   createFn(body: Record<string, unknown>): Promise<any>;
   createTrigger(body: Record<string, unknown>): Promise<any>;
+  /** Asserts Fn's error answer: this status, `{"message": message}`, as JSON. */
+  expectError(method: InjectOptions['method'], url: string, payload: unknown, status: number, message: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -59,6 +62,11 @@ export async function startApi(env: Record<string, string> = {}): Promise<TestAp
     createApp: (b) => created('/v2/apps', b),
     createFn: (b) => created('/v2/fns', b),
     createTrigger: (b) => created('/v2/triggers', b),
+    async expectError(method, url, payload, status, message) {
+      const res = await call(method, url, payload);
+      expect({ status: res.status, body: res.body }).toEqual({ status, body: { message } });
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+    },
     async close() {
       await app.close();
       await datastore.close();
