@@ -5,7 +5,9 @@
  * one) into a frozen, validated `Config`. A bad value fails fast at startup
  * with a `ConfigError` naming the variable, the value and what is accepted.
  */
-import { resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 
 export type NodeType = 'full' | 'api';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -28,6 +30,47 @@ export interface Config {
   readonly publicUrl: string | undefined;
   /** Largest JSON body accepted by the management API, in bytes. */
   readonly maxApiBodyBytes: number;
+  readonly agent: AgentSettings;
+}
+
+/** Settings of the agent and its container driver (Fn's names and defaults). */
+export interface AgentSettings {
+  /** FN_FREEZE_IDLE_MSECS (50); negative disables freezing (Infinity). */
+  readonly freezeIdleMs: number;
+  /** FN_EJECT_IDLE_MSECS (1000) */
+  readonly ejectIdleMs: number;
+  /** FN_HOT_POLL_MSECS (200) */
+  readonly hotPollMs: number;
+  /** FN_HOT_START_TIMEOUT_MSECS (5000) */
+  readonly hotStartTimeoutMs: number;
+  /** FN_HOT_PULL_TIMEOUT_MSECS (10 minutes) */
+  readonly hotPullTimeoutMs: number;
+  /** FN_MAX_RESPONSE_SIZE bytes; 0 = no limit. */
+  readonly maxResponseBytes: number;
+  /** FN_MAX_REQUEST_SIZE bytes; 0 = no limit. */
+  readonly maxRequestBytes: number;
+  /** FN_MAX_TOTAL_MEMORY_BYTES; 0 = what the host allows. */
+  readonly maxTotalMemoryBytes: number;
+  /** FN_MAX_TOTAL_CPU_MCPUS; 0 = what the host allows. */
+  readonly maxTotalCpuMillis: number;
+  /** FN_ENABLE_NB_RESOURCE_TRACKER */
+  readonly nonBlockingResources: boolean;
+  /** FN_IOFS_PATH: host folder for the containers' sockets; default derived from FN_DB_URL. */
+  readonly iofsPath: string;
+  /** FN_DOCKER_NETWORKS (space or comma separated) */
+  readonly dockerNetworks: readonly string[];
+  /** FN_MAX_PIDS (50) */
+  readonly maxPids: number;
+  /** FN_MAX_OPEN_FILES (350) */
+  readonly maxOpenFiles: number;
+  /** not FN_DISABLE_READONLY_ROOTFS */
+  readonly readOnlyRootfs: boolean;
+  /** not FN_DISABLE_UNPRIVILEGED_CONTAINERS */
+  readonly unprivileged: boolean;
+  /** FNTS_LAUNCH_POLICY: 'adaptive' (default) or 'seed' (seed 001's rule, for comparison). */
+  readonly launchPolicy: 'adaptive' | 'seed';
+  /** Identity of this server's containers: a hash of its database URL, stable across restarts. */
+  readonly instance: string;
 }
 
 export class ConfigError extends Error {
@@ -55,6 +98,23 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+function msecs(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^-?\d+$/.test(raw)) throw new ConfigError(`${name}=${raw} is not a whole number of milliseconds`);
+  const value = Number(raw);
+  // As in Fn: a negative value disables the timer.
+  return value < 0 ? Infinity : value;
+}
+
+function flag(env: Env, name: string): boolean {
+  const raw = read(env, name)?.toLowerCase();
+  if (raw === undefined) return false;
+  if (['1', 't', 'true', 'yes', 'on'].includes(raw)) return true;
+  if (['0', 'f', 'false', 'no', 'off'].includes(raw)) return false;
+  throw new ConfigError(`${name}=${raw} is not a boolean; use true or false`);
+}
+
 function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
   const raw = read(env, name)?.toLowerCase();
   if (raw === undefined) return fallback;
@@ -79,13 +139,41 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
   if (publicUrl !== undefined && !/^https?:\/\/[^/\s]+/.test(publicUrl)) {
     throw new ConfigError(`FN_PUBLIC_LB_URL=${publicUrl} is not an http(s) URL; use e.g. https://fn.example.com`);
   }
+  const dbUrl = read(env, 'FN_DB_URL') ?? defaultDbUrl(cwd);
+  const instance = createHash('sha256').update(dbUrl).digest('hex').slice(0, 12);
+  const iofsPath = resolve(cwd, read(env, 'FN_IOFS_PATH') ?? join(tmpdir(), 'fnts', instance));
+  // Socket paths are limited to 107 bytes: <iofs>/<26-char id>/lsnr.sock must fit.
+  if (Buffer.byteLength(iofsPath) + 38 > 107) {
+    throw new ConfigError(`FN_IOFS_PATH=${iofsPath} is too long for unix sockets (at most 69 bytes); use a shorter folder, e.g. /tmp/fnts`);
+  }
+  const maxBytes = Number.MAX_SAFE_INTEGER;
   return Object.freeze({
     nodeType: oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full'),
     port: integer(env, 'FN_PORT', 8080, 0, 65535),
     listenHost: read(env, 'FN_LISTEN_HOST') ?? '0.0.0.0',
-    dbUrl: read(env, 'FN_DB_URL') ?? defaultDbUrl(cwd),
+    dbUrl,
     logLevel: oneOf(env, 'FN_LOG_LEVEL', LOG_LEVELS, 'info'),
     publicUrl: publicUrl?.replace(/\/+$/, ''),
     maxApiBodyBytes: integer(env, 'FN_MAX_API_BODY_SIZE', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    agent: Object.freeze({
+      freezeIdleMs: msecs(env, 'FN_FREEZE_IDLE_MSECS', 50),
+      ejectIdleMs: msecs(env, 'FN_EJECT_IDLE_MSECS', 1000),
+      hotPollMs: Math.max(10, Math.min(msecs(env, 'FN_HOT_POLL_MSECS', 200), 60_000)),
+      hotStartTimeoutMs: msecs(env, 'FN_HOT_START_TIMEOUT_MSECS', 5000),
+      hotPullTimeoutMs: msecs(env, 'FN_HOT_PULL_TIMEOUT_MSECS', 10 * 60_000),
+      maxResponseBytes: integer(env, 'FN_MAX_RESPONSE_SIZE', 0, 0, maxBytes),
+      maxRequestBytes: integer(env, 'FN_MAX_REQUEST_SIZE', 0, 0, maxBytes),
+      maxTotalMemoryBytes: integer(env, 'FN_MAX_TOTAL_MEMORY_BYTES', 0, 0, maxBytes),
+      maxTotalCpuMillis: integer(env, 'FN_MAX_TOTAL_CPU_MCPUS', 0, 0, 1_000_000),
+      nonBlockingResources: flag(env, 'FN_ENABLE_NB_RESOURCE_TRACKER'),
+      iofsPath,
+      dockerNetworks: (read(env, 'FN_DOCKER_NETWORKS') ?? '').split(/[\s,]+/).filter(Boolean),
+      maxPids: integer(env, 'FN_MAX_PIDS', 50, 1, 1_000_000),
+      maxOpenFiles: integer(env, 'FN_MAX_OPEN_FILES', 350, 16, 1_048_576),
+      readOnlyRootfs: !flag(env, 'FN_DISABLE_READONLY_ROOTFS'),
+      unprivileged: !flag(env, 'FN_DISABLE_UNPRIVILEGED_CONTAINERS'),
+      launchPolicy: oneOf(env, 'FNTS_LAUNCH_POLICY', ['adaptive', 'seed'] as const, 'adaptive'),
+      instance,
+    }),
   });
 }

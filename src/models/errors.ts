@@ -93,6 +93,20 @@ export const E = Object.freeze({
   TriggerExists: def('TriggerExists', 409, 'Trigger already exists'),
   TriggerSourceExists: def('TriggerSourceExists', 409, 'Trigger with the same type and source exists on this app'),
 
+  // calls
+  CallTimeoutServerBusy: def('CallTimeoutServerBusy', 503, 'Timed out - server too busy'),
+  CallTimeout: def('CallTimeout', 504, 'Timed out'),
+  CallResourceTooBig: def('CallResourceTooBig', 400, 'Requested CPU/Memory cannot be allocated'),
+  ClientCancelled: def('ClientCancelled', 499, 'Client cancelled context'),
+  FunctionResponseTooBig: def('FunctionResponseTooBig', 502, 'function response body too large'),
+  FunctionResponse: def('FunctionResponse', 502, 'error receiving function response'),
+  FunctionFailed: def('FunctionFailed', 502, 'function failed'),
+  ContainerInitFail: def('ContainerInitFail', 502, 'Container failed to initialize, please ensure you are using the latest fdk and check the logs'),
+  ContainerInitTimeout: def('ContainerInitTimeout', 504, 'Container initialization timed out, please ensure you are using the latest fdk and check the logs'),
+  ImageUnavailable: def('ImageUnavailable', 502, 'Failed to pull image'),
+  DockerPullTimeout: def('DockerPullTimeout', 502, 'Image pull timed out'),
+  ContainerEngine: def('ContainerEngine', 503, 'Container engine unavailable'),
+
   // annotations
   InvalidAnnotationKey: def('InvalidAnnotationKey', 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'),
   InvalidAnnotationKeyLength: def('InvalidAnnotationKeyLength', 400, `Invalid annotation key length, annotation keys may not be larger than ${MAX_ANNOTATION_KEY_BYTES} bytes`),

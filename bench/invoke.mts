@@ -1,0 +1,173 @@
+/**
+ * Invoke benchmark: fnts in front of a real hot function (the FDK hello
+ * function), against the same function container called directly over its
+ * socket — the ceiling — measured in the same run with the same load tool.
+ *
+ *   npm run bench                  (BENCH_SECONDS=10 per measurement by default)
+ *
+ * Prints: throughput and latency at 1 and 16 connections, through fnts and
+ * direct, with ratios; how many containers each launch policy started at 16
+ * connections; cold start of a new function against `docker run` of the same
+ * image to its first answer.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, chmodSync, watch, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
+import { startFnts, type FntsProcess } from '../test/support/process.js';
+
+const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
+const BODY = JSON.stringify({ name: 'bench' });
+
+interface Figures {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
+
+async function cannon(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number }): Promise<Figures> {
+  const result = await autocannon({
+    url: opts.url,
+    ...(opts.socketPath ? { socketPath: opts.socketPath } : {}),
+    method: 'POST',
+    body: BODY,
+    headers: { 'content-type': 'application/json', ...opts.headers },
+    connections: opts.connections,
+    pipelining: 1,
+    duration: opts.seconds ?? SECONDS,
+  });
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+  };
+}
+
+async function json(url: string, body?: unknown): Promise<any> {
+  const res = await fetch(url, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  return res.json();
+}
+
+async function countContainers(label: string): Promise<number> {
+  return (await docker().listContainers({ all: true, filters: { label: [label] } })).length;
+}
+
+/** Starts the function container by hand (docker run) and resolves with its socket once the FDK is ready. */
+async function dockerRun(image: string, dir: string): Promise<{ id: string; socket: string; readyMs: number }> {
+  chmodSync(dir, 0o777);
+  const socket = join(dir, 'lsnr.sock');
+  const t0 = performance.now();
+  const ready = new Promise<void>((resolve) => {
+    const w = watch(dir, () => {
+      if (existsSync(socket)) {
+        w.close();
+        resolve();
+      }
+    });
+  });
+  const id = execFileSync('docker', ['run', '-d', '--rm', '-v', `${dir}:/tmp/iofs`, '-e', 'FN_FORMAT=http-stream', '-e', 'FN_LISTENER=unix:/tmp/iofs/lsnr.sock', '--label', 'fnts.bench=direct', image], { encoding: 'utf8' }).trim();
+  await ready;
+  return { id, socket, readyMs: performance.now() - t0 };
+}
+
+/** Time from `docker run` to the first answer of the function. */
+async function dockerRunFirstAnswer(image: string): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
+  try {
+    const t0 = performance.now();
+    const { id, socket } = await dockerRun(image, dir);
+    const r = await autocannon({ url: 'http://localhost/call', socketPath: socket, method: 'POST', body: BODY, amount: 1, connections: 1 });
+    const ms = performance.now() - t0;
+    if (r.non2xx || r.errors) throw new Error('direct call failed');
+    execFileSync('docker', ['rm', '-f', id]);
+    return ms;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+const fmt = (n: number, d = 0): string => n.toFixed(d);
+
+async function main(): Promise<void> {
+  process.stderr.write('bench: building images...\n');
+  const image = await ensureFunctionImage('hello', HELLO_FUNC_JS);
+  const rows: string[] = [];
+  const say = (line: string): void => {
+    rows.push(line);
+    process.stdout.write(line + '\n');
+  };
+
+  // ---- the ceiling: the function container alone, over its socket
+  const dir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
+  const direct = await dockerRun(image, dir);
+  process.stderr.write('bench: direct, 1 and 16 connections...\n');
+  await cannon({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1, seconds: 5 });
+  const d1 = await cannon({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1 });
+  const d16 = await cannon({ url: 'http://localhost/call', socketPath: direct.socket, connections: 16 });
+  execFileSync('docker', ['rm', '-f', direct.id]);
+  rmSync(dir, { recursive: true, force: true });
+
+  const runs: Record<string, { c1: Figures; c16: Figures; containers: number }> = {};
+  for (const policy of ['adaptive', 'seed'] as const) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
+    let fnts: FntsProcess | undefined;
+    try {
+      fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', FNTS_LAUNCH_POLICY: policy });
+      const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
+      const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
+      const url = `${fnts.url}/invoke/${fn.id}`;
+      process.stderr.write(`bench: fnts (${policy} launcher), 1 and 16 connections...\n`);
+      await cannon({ url, connections: 1, seconds: 5 });
+      const c1 = policy === 'adaptive' ? await cannon({ url, connections: 1 }) : d1;
+      const c16 = await cannon({ url, connections: 16 });
+      runs[policy] = { c1, c16, containers: await countContainers(`fnts.fn_id=${fn.id}`) };
+
+      if (policy === 'adaptive') {
+        process.stderr.write('bench: cold starts...\n');
+        const cold: number[] = [];
+        const base: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          const f = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: `cold${i}`, image });
+          const t0 = performance.now();
+          const res = await fetch(`${fnts.url}/invoke/${f.id}`, { method: 'POST', body: BODY });
+          await res.text();
+          cold.push(performance.now() - t0);
+          base.push(await dockerRunFirstAnswer(image));
+        }
+        say(`cold start (median of 5): fnts ${fmt(median(cold))} ms, docker run ${fmt(median(base))} ms, ratio ${fmt(median(cold) / median(base), 2)} (goal <= 1.30)`);
+      }
+    } finally {
+      await fnts?.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+
+  const a = runs['adaptive']!;
+  const s = runs['seed']!;
+  say(`direct  1 conn: ${fmt(d1.rps)} req/s  p50 ${d1.p50} ms  p99 ${d1.p99} ms`);
+  say(`direct 16 conn: ${fmt(d16.rps)} req/s  p50 ${d16.p50} ms  p99 ${d16.p99} ms`);
+  say(`fnts    1 conn: ${fmt(a.c1.rps)} req/s  p50 ${a.c1.p50} ms  p99 ${a.c1.p99} ms  errors ${a.c1.errors + a.c1.non2xx}`);
+  say(`fnts   16 conn: ${fmt(a.c16.rps)} req/s  p50 ${a.c16.p50} ms  p99 ${a.c16.p99} ms  errors ${a.c16.errors + a.c16.non2xx}  containers started ${a.containers}`);
+  say(`ratio  1 conn: ${fmt((100 * a.c1.rps) / d1.rps, 1)}% of direct (goal >= 40%, aim 50%)`);
+  say(`ratio 16 conn: ${fmt((100 * a.c16.rps) / d16.rps, 1)}% of direct`);
+  say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,552 @@
+/**
+ * The agent: runs calls in hot containers (seed 002).
+ *
+ * submit(call):
+ *   1. take an idle container of the call's slot queue (LIFO), or wait for
+ *      one until the slot deadline (half the fn's timeout) -> else 503;
+ *   2. while it waits, the queue's launcher decides (needsContainer) whether
+ *      to start another container, reserving its memory/CPU first (blocking,
+ *      or failing fast with FN_ENABLE_NB_RESOURCE_TRACKER);
+ *   3. run the call on the container until the exec deadline (the fn's
+ *      timeout) -> else 504 and the container is retired;
+ *   4. give the container back to the queue, idle.
+ *
+ * Idle containers freeze, time out, and are evicted when another function
+ * waits for memory. close() refuses new calls, lets running ones finish and
+ * removes every container this agent started.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import { DriverError, ImageError, type Driver } from '../drivers/index.js';
+import { ApiError, E, FunctionError, newId } from '../models/index.js';
+import type { FunctionSpec } from './call.js';
+import { HotContainer } from './hot.js';
+import { containerLogs } from './logs.js';
+import type { CallRequest, CallResponse, Exchange } from './protocol/http-stream.js';
+import { ResourceUnavailableError, type ResourceTracker } from './resource.js';
+import { needsContainer, seedNeedsContainer, SlotQueues, type SlotQueue, type SlotStats } from './slots.js';
+
+export interface AgentConfig {
+  /** Idle time before a container is paused; Infinity disables freezing. */
+  readonly freezeIdleMs: number;
+  /** Idle time after which a container may be evicted for another function's call. */
+  readonly ejectIdleMs: number;
+  /** How often a queue with waiting calls re-checks whether to start a container. */
+  readonly hotPollMs: number;
+  readonly hotStartTimeoutMs: number;
+  /** 0 = no limit. */
+  readonly maxResponseBytes: number;
+  /** Host folder holding one folder per container, mounted at /tmp/iofs. */
+  readonly iofsRoot: string;
+  /** Labels every container of this agent, so a restarted server can find its leftovers. */
+  readonly instance: string;
+  /** Fail a call at once with 503 when memory/CPU is not free right now. */
+  readonly nonBlockingResources: boolean;
+  /** When to start another container: fnts's rule, or seed 001's (for comparison). */
+  readonly launchPolicy?: 'adaptive' | 'seed';
+}
+
+export interface AgentOptions {
+  readonly driver: Driver;
+  readonly resources: ResourceTracker;
+  readonly logger: Logger;
+  readonly config: AgentConfig;
+}
+
+export interface CallInfo {
+  readonly id: string;
+  readonly spec: FunctionSpec;
+}
+
+export interface CallOutcome {
+  readonly status: number;
+  readonly error?: unknown;
+  readonly durationMs: number;
+}
+
+/** Hooks around every call, for later features (call records, metrics). */
+export interface CallListener {
+  onCallStart?(call: CallInfo): void;
+  onCallEnd?(call: CallInfo, outcome: CallOutcome): void;
+}
+
+/** A call started with Agent.invoke(). */
+export interface RunningCall {
+  readonly response: Promise<CallResponse>;
+  /** Cancels the call (default reason: ClientCancelled); its response rejects with the reason. */
+  cancel(reason?: unknown): void;
+}
+
+/** Carries a cancel request to whatever phase the call is in. */
+class CallControl {
+  reason: unknown;
+  onCancel: ((reason: unknown) => void) | undefined;
+
+  cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason;
+    this.onCancel?.(reason);
+  }
+}
+
+export interface AgentSnapshot {
+  readonly containers: number;
+  readonly queues: ReadonlyArray<SlotStats & { readonly fnId: string }>;
+}
+
+export const OWNER_LABEL = 'fnts.owner';
+const RETRY_AFTER_SECONDS = '15';
+
+function serverBusy(): ApiError {
+  return new ApiError(E.CallTimeoutServerBusy, { headers: { 'Retry-After': RETRY_AFTER_SECONDS } });
+}
+
+/** Why a container could not be started, as the waiting calls are told. */
+function launchError(err: unknown): unknown {
+  if (err instanceof ApiError) return err;
+  if (err instanceof ResourceUnavailableError) return new ApiError(E.CallResourceTooBig, { cause: err });
+  if (err instanceof ImageError) {
+    return err.timedOut
+      ? new ApiError(E.DockerPullTimeout, { message: err.message, cause: err })
+      : new ApiError(E.ImageUnavailable, { message: err.message, cause: err });
+  }
+  if (err instanceof DriverError) return new ApiError(E.ContainerEngine, { message: err.message, cause: err });
+  return err;
+}
+
+export class AgentClosedError extends Error {
+  override readonly name = 'AgentClosedError';
+}
+
+export class Agent {
+  private readonly queues = new SlotQueues<HotContainer>();
+  private readonly specs = new Map<string, FunctionSpec>();
+  private readonly containers = new Set<HotContainer>();
+  /** Launches still waiting for resources, per queue: aborted when nobody waits for them any more. */
+  private readonly reserving = new Map<SlotQueue<HotContainer>, Set<AbortController>>();
+  private readonly polls = new Map<SlotQueue<HotContainer>, NodeJS.Timeout>();
+  private readonly listeners: CallListener[] = [];
+  private evictTimer: NodeJS.Timeout | undefined;
+  private evicting = false;
+  private active = 0;
+  private drained: (() => void) | undefined;
+  private closing = false;
+  private closed: Promise<void> | undefined;
+  private readonly log: Logger;
+
+  constructor(private readonly o: AgentOptions) {
+    this.log = o.logger.child({ module: 'agent' });
+    o.resources.onWaiter(() => this.scheduleEviction(0));
+  }
+
+  /** Removes containers an earlier instance left behind, and prepares the iofs folder. */
+  async start(): Promise<void> {
+    const removed = await this.o.driver.removeContainers({ [OWNER_LABEL]: this.o.config.instance });
+    if (removed > 0) this.log.info({ removed }, 'removed containers left by an earlier instance');
+    await rm(this.o.config.iofsRoot, { recursive: true, force: true });
+    await mkdir(this.o.config.iofsRoot, { recursive: true });
+  }
+
+  addListener(listener: CallListener): void {
+    this.listeners.push(listener);
+  }
+
+  private enter(): void {
+    this.active++;
+  }
+
+  private leave(): void {
+    if (--this.active === 0) this.drained?.();
+  }
+
+  /**
+   * Runs one call and answers with the function's response. A streamed
+   * response body holds the container until it is consumed or destroyed.
+   * An aborted `signal` cancels the call (ClientCancelled).
+   */
+  submit(spec: FunctionSpec, req: CallRequest, signal?: AbortSignal): Promise<CallResponse> {
+    const call = this.invoke(spec, req);
+    if (signal) {
+      if (signal.aborted) call.cancel();
+      else signal.addEventListener('abort', () => call.cancel(), { once: true });
+    }
+    return call.response;
+  }
+
+  /**
+   * submit() for the hot path: the caller cancels through the returned
+   * handle, which spares an AbortController per call.
+   */
+  invoke(spec: FunctionSpec, req: CallRequest): RunningCall {
+    const control = new CallControl();
+    return { response: this.execute(spec, req, control), cancel: (reason) => control.cancel(reason) };
+  }
+
+  private async execute(spec: FunctionSpec, req: CallRequest, control: CallControl): Promise<CallResponse> {
+    if (this.closing) throw serverBusy();
+    if (!this.o.resources.isPossible({ memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis })) throw new ApiError(E.CallResourceTooBig);
+    this.enter();
+    const call: CallInfo = { id: req.id, spec };
+    const started = performance.now();
+    for (const l of this.listeners) l.onCallStart?.(call);
+    let ended = false;
+    const end = (status: number, error?: unknown): void => {
+      if (ended) return;
+      ended = true;
+      for (const l of this.listeners) l.onCallEnd?.(call, { status, error, durationMs: performance.now() - started });
+      this.leave();
+    };
+
+    this.specs.set(spec.key, spec);
+    const queue = this.queues.get(spec.key);
+    const deadline = new Date(Date.now() + spec.timeoutMs);
+    let container: HotContainer;
+    try {
+      container = queue.tryAcquire() ?? (await this.waitForContainer(queue, spec, control));
+    } catch (err) {
+      end((err as ApiError).status ?? 500, err);
+      this.dropIfEmpty(queue);
+      throw err;
+    }
+    queue.record('wait', performance.now() - started);
+    if (control.reason !== undefined) {
+      // The caller left while the container was on its way.
+      queue.release(container);
+      end(499, control.reason);
+      throw control.reason;
+    }
+
+    queue.enter('run');
+    const runStart = performance.now();
+    let finished = false;
+    let timedOut = false;
+    let exchange: Exchange | undefined;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      exchange?.cancel(new FunctionError(E.CallTimeout));
+    }, Math.max(0, deadline.getTime() - Date.now()));
+    control.onCancel = (reason) => exchange?.cancel(reason);
+    const finish = (err?: unknown): void => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      control.onCancel = undefined;
+      queue.exit('run', performance.now() - runStart);
+      // A body refused for its size never reached the function: the container is fine.
+      if ((err !== undefined && !ApiError.is(err, E.RequestContentTooBig)) || container.state === 'retired') {
+        void container.retire(err === undefined ? 'container gone' : `call failed: ${err instanceof Error ? err.message : String(err)}`);
+      } else {
+        container.markIdle();
+        queue.release(container);
+      }
+    };
+
+    let response: CallResponse;
+    try {
+      const thawing = container.claim();
+      if (thawing) await thawing;
+      if (timedOut) throw new FunctionError(E.CallTimeout);
+      if (control.reason !== undefined) {
+        // Cancelled before anything was sent: the container is untouched.
+        finish();
+        end(499, control.reason);
+        throw control.reason;
+      }
+      exchange = container.exec(req, deadline);
+      const current = exchange;
+      response = await new Promise<CallResponse>((resolve, reject) => {
+        current.response.then(resolve, reject);
+        control.onCancel = (reason) => {
+          // The caller is gone, but the function is still working on its call:
+          // the container stays busy until it answers (or the deadline
+          // passes), then goes back to the queue as usual.
+          current.response.then(
+            (r) => {
+              if (Buffer.isBuffer(r.body)) finish();
+              else {
+                r.body.once('close', () => finish());
+                r.body.destroy();
+              }
+            },
+            (err: unknown) => finish(timedOut ? new FunctionError(E.CallTimeout) : err),
+          );
+          reject(reason);
+        };
+      });
+    } catch (err) {
+      if (err === control.reason) {
+        end(499, err);
+        throw err;
+      }
+      const explained = timedOut ? new FunctionError(E.CallTimeout, { cause: err }) : await container.explain(err);
+      finish(explained);
+      end((explained as ApiError).status ?? 500, explained);
+      throw explained;
+    }
+    control.onCancel = (reason) => {
+      // Cancelled while the answer streams: drop the rest; the function has answered, so the container is fine.
+      if (!Buffer.isBuffer(response.body)) response.body.destroy(reason as Error);
+    };
+    if (Buffer.isBuffer(response.body)) {
+      finish();
+      end(response.status);
+      return response;
+    }
+    // Streamed: the container stays with this call until the body is done.
+    const body = response.body as Readable;
+    body.once('error', (err) => {
+      finish(control.reason !== undefined ? undefined : err);
+      end(502, err);
+    });
+    body.once('close', () => {
+      finish(body.readableEnded || control.reason !== undefined ? undefined : new Error('response stream not consumed'));
+      end(response.status);
+    });
+    return response;
+  }
+
+  /** Waits for a container of `queue` until the slot deadline (half the fn's timeout) or a cancel. */
+  private async waitForContainer(queue: SlotQueue<HotContainer>, spec: FunctionSpec, control: CallControl): Promise<HotContainer> {
+    const slotTimeout = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
+    const cancelled = new AbortController();
+    control.onCancel = (reason) => cancelled.abort(reason);
+    const acquired = queue.acquire(AbortSignal.any([cancelled.signal, slotTimeout]));
+    this.checkLaunch(queue, spec);
+    this.ensurePoll(queue, spec);
+    try {
+      return await acquired;
+    } catch (err) {
+      if (control.reason !== undefined) throw control.reason;
+      if (slotTimeout.aborted) throw serverBusy();
+      throw err;
+    } finally {
+      control.onCancel = undefined;
+      this.trimReservations(queue);
+    }
+  }
+
+  /** Starts containers for `queue` while the launch decision says so. */
+  private checkLaunch(queue: SlotQueue<HotContainer>, spec: FunctionSpec): void {
+    const needed = this.o.config.launchPolicy === 'seed' ? seedNeedsContainer : needsContainer;
+    while (!this.closing && needed(queue.stats())) {
+      queue.enter('start');
+      void this.launch(queue, spec);
+    }
+  }
+
+  private ensurePoll(queue: SlotQueue<HotContainer>, spec: FunctionSpec): void {
+    if (this.polls.has(queue)) return;
+    const timer = setInterval(() => {
+      if (queue.stats().waiting === 0 || this.closing) {
+        clearInterval(timer);
+        this.polls.delete(queue);
+        return;
+      }
+      this.checkLaunch(queue, spec);
+    }, this.o.config.hotPollMs);
+    timer.unref();
+    this.polls.set(queue, timer);
+  }
+
+  /** Aborts resource waits beyond the number of calls still waiting. */
+  private trimReservations(queue: SlotQueue<HotContainer>): void {
+    const pending = this.reserving.get(queue);
+    if (!pending) return;
+    let excess = pending.size - queue.stats().waiting;
+    for (const ctl of [...pending].reverse()) {
+      if (excess-- <= 0) break;
+      ctl.abort();
+    }
+  }
+
+  private async launch(queue: SlotQueue<HotContainer>, spec: FunctionSpec): Promise<void> {
+    this.enter();
+    const t0 = performance.now();
+    try {
+      const request = { memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis };
+      let token;
+      if (this.o.config.nonBlockingResources) {
+        token = this.o.resources.tryReserve(request);
+        if (!token) {
+          // Fail-fast mode: the call that caused this launch is told at once.
+          queue.exit('start');
+          queue.failOldestWaiter(serverBusy());
+          this.dropIfEmpty(queue);
+          return;
+        }
+      } else {
+        const ctl = new AbortController();
+        let pending = this.reserving.get(queue);
+        if (!pending) this.reserving.set(queue, (pending = new Set()));
+        pending.add(ctl);
+        try {
+          token = await this.o.resources.reserve(request, ctl.signal);
+        } catch (err) {
+          queue.exit('start');
+          if (!ctl.signal.aborted) queue.failWaiters(launchError(err));
+          this.dropIfEmpty(queue);
+          return;
+        } finally {
+          pending.delete(ctl);
+          if (pending.size === 0) this.reserving.delete(queue);
+        }
+      }
+      if (this.closing) {
+        token.close();
+        queue.exit('start');
+        return;
+      }
+
+      const id = newId().toLowerCase();
+      const container: HotContainer = new HotContainer({
+        id,
+        spec,
+        driver: this.o.driver,
+        token,
+        dir: join(this.o.config.iofsRoot, id),
+        labels: {
+          [OWNER_LABEL]: this.o.config.instance,
+          'fnts.app_id': spec.appId,
+          'fnts.app_name': spec.appName,
+          'fnts.fn_id': spec.fnId,
+          'fnts.fn_name': spec.fnName,
+        },
+        logs: containerLogs(this.o.logger, { app: spec.appName, fn: spec.fnName, container: id }),
+        startTimeoutMs: this.o.config.hotStartTimeoutMs,
+        freezeIdleMs: this.o.config.freezeIdleMs,
+        maxResponseBytes: this.o.config.maxResponseBytes,
+        onRetired: (c, reason) => this.onRetired(c, reason),
+        onIdleTimeout: (c) => {
+          if (this.queues.peek(c.spec.key)?.remove(c)) void c.retire('idle timeout');
+        },
+      });
+      this.containers.add(container);
+      try {
+        await container.start();
+      } catch (err) {
+        queue.exit('start');
+        const reason = launchError(err);
+        this.log.warn({ fn: spec.fnId, image: spec.image, err: reason }, 'container failed to start');
+        queue.failWaiters(reason);
+        this.dropIfEmpty(queue);
+        return;
+      }
+      queue.exit('start', performance.now() - t0);
+      if (this.closing) {
+        await container.retire('server shutting down');
+        return;
+      }
+      this.log.debug({ fn: spec.fnId, container: id, ms: Math.round(performance.now() - t0) }, 'hot container ready');
+      container.markIdle();
+      queue.release(container);
+      this.checkLaunch(queue, spec);
+    } finally {
+      this.leave();
+    }
+  }
+
+  private onRetired(c: HotContainer, reason: string): void {
+    this.containers.delete(c);
+    this.log.debug({ fn: c.spec.fnId, container: c.id, reason, calls: c.calls }, 'hot container retired');
+    const queue = this.queues.peek(c.spec.key);
+    if (!queue) return;
+    queue.remove(c);
+    // Calls still waiting need a replacement.
+    if (!this.closing && queue.stats().waiting > 0) this.checkLaunch(queue, c.spec);
+    this.dropIfEmpty(queue);
+  }
+
+  private dropIfEmpty(queue: SlotQueue<HotContainer>): void {
+    if (this.queues.dropIfEmpty(queue)) {
+      this.specs.delete(queue.key);
+      const poll = this.polls.get(queue);
+      if (poll) clearInterval(poll);
+      this.polls.delete(queue);
+    }
+  }
+
+  // ---- eviction: idle containers make room for another function's call
+
+  private scheduleEviction(delayMs: number): void {
+    if (this.evictTimer || this.closing) return;
+    this.evictTimer = setTimeout(() => {
+      this.evictTimer = undefined;
+      void this.evictIdle();
+    }, delayMs);
+    this.evictTimer.unref();
+  }
+
+  /**
+   * While a launch waits for memory, retires the least recently used idle
+   * container that has been idle at least FN_EJECT_IDLE_MSECS, one at a time
+   * (each frees its memory when it is gone), skipping queues that are
+   * themselves waiting to launch.
+   */
+  private async evictIdle(): Promise<void> {
+    if (this.evicting || this.o.resources.waiterCount === 0) return;
+    this.evicting = true;
+    try {
+      const now = performance.now();
+      const eject = this.o.config.ejectIdleMs;
+      let soonest = Infinity;
+      const candidates = [...this.containers].filter((c) => c.state === 'idle').sort((a, b) => a.idleSince - b.idleSince);
+      for (const c of candidates) {
+        const queue = this.queues.peek(c.spec.key);
+        if (!queue || this.reserving.has(queue)) continue;
+        const eligibleAt = c.idleSince + eject;
+        if (eligibleAt > now) {
+          soonest = Math.min(soonest, eligibleAt);
+          continue;
+        }
+        if (!queue.remove(c)) continue;
+        this.log.info({ fn: c.spec.fnId, container: c.id }, 'evicting idle container: another function waits for memory');
+        await c.retire('evicted for another function');
+        soonest = now;
+        break;
+      }
+      if (this.o.resources.waiterCount > 0) this.scheduleEviction(Number.isFinite(soonest) ? Math.max(0, soonest - performance.now()) : eject);
+    } finally {
+      this.evicting = false;
+    }
+  }
+
+  // ---- changes and shutdown
+
+  /**
+   * Retires the idle containers of a fn (or of every fn of an app) whose
+   * definition changed; busy ones finish their call first. New calls get
+   * containers of the new definition, since its slot key differs.
+   */
+  retireFunction(match: { fnId?: string; appId?: string }): void {
+    for (const c of this.containers) {
+      if ((match.fnId && c.spec.fnId !== match.fnId) || (match.appId && c.spec.appId !== match.appId)) continue;
+      if (c.state === 'idle' && this.queues.peek(c.spec.key)?.remove(c)) void c.retire('function changed');
+    }
+  }
+
+  snapshot(): AgentSnapshot {
+    return {
+      containers: this.containers.size,
+      queues: this.queues.all().map((q) => ({ ...q.stats(), fnId: this.specs.get(q.key)?.fnId ?? '' })),
+    };
+  }
+
+  /** Refuses new calls, lets running ones finish, removes every container. Idempotent. */
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      this.closing = true;
+      for (const q of this.queues.all()) q.failWaiters(serverBusy());
+      for (const pending of this.reserving.values()) for (const ctl of pending) ctl.abort();
+      for (const t of this.polls.values()) clearInterval(t);
+      this.polls.clear();
+      clearTimeout(this.evictTimer);
+      if (this.active > 0) await new Promise<void>((resolve) => (this.drained = resolve));
+      await Promise.all([...this.containers].map((c) => c.retire('server shutting down')));
+      await rm(this.o.config.iofsRoot, { recursive: true, force: true }).catch(() => undefined);
+      await this.o.driver.close();
+    })();
+    return this.closed;
+  }
+}

@@ -1,0 +1,334 @@
+/**
+ * The Docker driver: containers through the Docker Engine API (dockerode),
+ * hardened the way Fn runs functions: an unprivileged user where the image
+ * allows, every capability dropped, no privilege escalation, a read-only root
+ * filesystem with a sized tmpfs /tmp, pid and open-file limits, memory with
+ * no extra swap, a CPU quota from milli-CPUs, no log driver (output is
+ * attached and streamed to the caller's sinks).
+ */
+import type { Writable } from 'node:stream';
+import Docker from 'dockerode';
+import {
+  DriverError,
+  ImageError,
+  parseImage,
+  type ContainerSpec,
+  type Cookie,
+  type Driver,
+  type RunResult,
+  type RunStatus,
+} from '../driver.js';
+
+export interface DockerDriverOptions {
+  /** Defaults to the engine named by DOCKER_HOST, else /var/run/docker.sock. */
+  readonly docker?: Docker;
+  /** How long an image pull may take (FN_HOT_PULL_TIMEOUT_MSECS). */
+  readonly pullTimeoutMs: number;
+  /** FN_MAX_PIDS */
+  readonly maxPids: number;
+  /** FN_MAX_OPEN_FILES */
+  readonly maxOpenFiles: number;
+  /** Off with FN_DISABLE_READONLY_ROOTFS. */
+  readonly readOnlyRootfs: boolean;
+  /** User 1000:1000, no capabilities, no-new-privileges; off with FN_DISABLE_UNPRIVILEGED_CONTAINERS. */
+  readonly unprivileged: boolean;
+  /** FN_DOCKER_NETWORKS: the first is joined; empty means Docker's default bridge. */
+  readonly networks: readonly string[];
+}
+
+interface ImageInfo {
+  /** The user the image asks to run as ('' for root/unset). */
+  readonly user: string;
+}
+
+const ROOT_USERS = new Set(['', '0', 'root', '0:0', 'root:root']);
+
+function statusCode(err: unknown): number | undefined {
+  const code = (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+function engineMessage(err: unknown): string {
+  const json = (err as { json?: { message?: string } } | null)?.json;
+  if (json?.message) return json.message;
+  return err instanceof Error ? err.message : String(err);
+}
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new Error('aborted');
+}
+
+export class DockerDriver implements Driver {
+  private readonly docker: Docker;
+  private readonly images = new Map<string, Promise<ImageInfo>>();
+  private closed = false;
+
+  constructor(private readonly options: DockerDriverOptions) {
+    this.docker = options.docker ?? new Docker();
+  }
+
+  /** Inspects the image, pulling it first when absent. One lookup per image at a time. */
+  private imageInfo(image: string, signal?: AbortSignal): Promise<ImageInfo> {
+    let info = this.images.get(image);
+    if (!info) {
+      info = this.resolveImage(image, signal);
+      this.images.set(image, info);
+      // A failure is not cached: the next call tries again (the registry may be back).
+      info.catch(() => this.images.delete(image));
+    }
+    return info;
+  }
+
+  private async resolveImage(image: string, signal?: AbortSignal): Promise<ImageInfo> {
+    try {
+      return await this.inspectImage(image);
+    } catch (err) {
+      if (statusCode(err) !== 404) throw new DriverError(`Docker engine error inspecting image ${image}: ${engineMessage(err)}`, { cause: err });
+    }
+    await this.pull(image, signal);
+    try {
+      return await this.inspectImage(image);
+    } catch (err) {
+      throw new ImageError(image, `Failed to pull image ${image}: the image is not present after the pull`, false, { cause: err });
+    }
+  }
+
+  private async inspectImage(image: string): Promise<ImageInfo> {
+    const info = (await this.docker.getImage(image).inspect()) as { Config?: { User?: string } };
+    return { user: info.Config?.User ?? '' };
+  }
+
+  private async pull(image: string, signal?: AbortSignal): Promise<void> {
+    const ref = parseImage(image);
+    const fromImage = (ref.registry ? `${ref.registry}/` : '') + ref.repository;
+    const timeout = AbortSignal.timeout(this.options.pullTimeoutMs);
+    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    try {
+      const stream = (await this.docker.createImage({
+        fromImage,
+        ...(ref.digest ? { tag: ref.digest } : { tag: ref.tag }),
+        abortSignal: abort,
+      })) as NodeJS.ReadableStream;
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = (): void => {
+          (stream as unknown as { destroy?: () => void }).destroy?.();
+          reject(abortError(abort));
+        };
+        abort.addEventListener('abort', onAbort, { once: true });
+        this.docker.modem.followProgress(stream, (err: Error | null, output: Array<{ error?: string }>) => {
+          abort.removeEventListener('abort', onAbort);
+          const failed = output?.find((o) => o.error);
+          if (err || failed) reject(new Error(err?.message ?? failed?.error));
+          else resolve();
+        });
+      });
+    } catch (err) {
+      if (timeout.aborted) throw new ImageError(image, `Image pull timed out: ${image}`, true, { cause: err });
+      if (signal?.aborted) throw abortError(signal);
+      throw new ImageError(image, `Failed to pull image ${image}: ${engineMessage(err)}`, false, { cause: err });
+    }
+  }
+
+  async prepare(spec: ContainerSpec, signal?: AbortSignal): Promise<Cookie> {
+    if (this.closed) throw new DriverError('driver is closed');
+    const image = await this.imageInfo(spec.image, signal);
+    if (signal?.aborted) throw abortError(signal);
+    const o = this.options;
+    const user = o.unprivileged ? (ROOT_USERS.has(image.user) ? '1000:1000' : image.user) : undefined;
+    const hostConfig: Docker.HostConfig = {
+      Memory: spec.memoryBytes,
+      MemorySwap: spec.memoryBytes,
+      PidsLimit: o.maxPids,
+      Ulimits: [
+        { Name: 'nofile', Soft: o.maxOpenFiles, Hard: o.maxOpenFiles },
+        { Name: 'memlock', Soft: 64 * 1024, Hard: 64 * 1024 },
+        { Name: 'sigpending', Soft: 5000, Hard: 5000 },
+        { Name: 'msgqueue', Soft: 819200, Hard: 819200 },
+      ],
+      ReadonlyRootfs: o.readOnlyRootfs,
+      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpfsBytes},mode=1777` },
+      Binds: spec.mounts.map((m) => `${m.hostPath}:${m.containerPath}${m.readOnly ? ':ro' : ''}`),
+      LogConfig: { Type: 'none', Config: {} },
+      ...(o.networks[0] ? { NetworkMode: o.networks[0] } : {}),
+      ...(spec.cpuMillis > 0 ? { CpuPeriod: 100_000, CpuQuota: spec.cpuMillis * 100 } : {}),
+      ...(o.unprivileged ? { CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } : {}),
+    };
+    let container: Docker.Container;
+    try {
+      container = await this.docker.createContainer({
+        name: `fnts-${spec.id}`,
+        Image: spec.image,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Labels: { ...spec.labels },
+        ...(user ? { User: user } : {}),
+        AttachStdout: !!spec.logs,
+        AttachStderr: !!spec.logs,
+        AttachStdin: !!spec.stdin,
+        OpenStdin: !!spec.stdin,
+        StdinOnce: !!spec.stdin,
+        Tty: false,
+        HostConfig: hostConfig,
+      });
+    } catch (err) {
+      if (statusCode(err) === 404) {
+        // The image went away since it was inspected: forget it so the next prepare pulls.
+        this.images.delete(spec.image);
+        throw new ImageError(spec.image, `Image not found: ${spec.image}`, false, { cause: err });
+      }
+      throw new DriverError(`Docker engine error creating a container for ${spec.image}: ${engineMessage(err)}`, { cause: err });
+    }
+    const cookie = new DockerCookie(this.docker, container, spec);
+    try {
+      if (spec.logs || spec.stdin) await cookie.attach();
+    } catch (err) {
+      await cookie.close();
+      throw new DriverError(`Docker engine error attaching to container: ${engineMessage(err)}`, { cause: err });
+    }
+    if (signal?.aborted) {
+      await cookie.close();
+      throw abortError(signal);
+    }
+    return cookie;
+  }
+
+  async removeContainers(labels: Readonly<Record<string, string>>): Promise<number> {
+    const filters = { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) };
+    const found = await this.docker.listContainers({ all: true, filters });
+    await Promise.all(
+      found.map((c) =>
+        this.docker
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch((err: unknown) => {
+            if (statusCode(err) !== 404 && statusCode(err) !== 409) throw err;
+          }),
+      ),
+    );
+    return found.length;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+class DockerCookie implements Cookie {
+  readonly id: string;
+  stdin: Writable | null = null;
+  private result: Promise<RunResult> | undefined;
+  private settle!: (r: RunResult) => void;
+  private readonly settled: Promise<RunResult>;
+  private killedAs: RunStatus | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly container: Docker.Container,
+    private readonly spec: ContainerSpec,
+  ) {
+    this.id = container.id;
+    this.settled = new Promise<RunResult>((resolve) => (this.settle = resolve));
+  }
+
+  /** Streams stdout/stderr (and stdin when asked) before start, as `docker run` does. */
+  async attach(): Promise<void> {
+    const stream = (await this.container.attach({
+      stream: true,
+      stdout: true,
+      stderr: true,
+      stdin: !!this.spec.stdin,
+      // A hijacked (raw) connection: output frames arrive without HTTP chunking to parse.
+      hijack: true,
+    })) as NodeJS.ReadWriteStream;
+    const logs = this.spec.logs;
+    if (logs) this.docker.modem.demuxStream(stream, logs.stdout, logs.stderr);
+    else (stream as unknown as NodeJS.ReadableStream).resume();
+    // An attach stream may error when the container is removed under it; that is the end, not a failure.
+    (stream as unknown as NodeJS.EventEmitter).on('error', () => {});
+    if (this.spec.stdin) this.stdin = stream as unknown as Writable;
+  }
+
+  async run(signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) throw abortError(signal);
+    // Armed before start so that even an instant exit is seen.
+    this.result = this.watchExit();
+    try {
+      await this.container.start();
+    } catch (err) {
+      throw new DriverError(`Docker engine error starting container: ${engineMessage(err)}`, { cause: err });
+    }
+    signal?.addEventListener(
+      'abort',
+      () => {
+        this.killedAs = (signal.reason as { name?: string } | undefined)?.name === 'TimeoutError' ? 'timeout' : 'cancelled';
+        void this.close();
+      },
+      { once: true },
+    );
+  }
+
+  private async watchExit(): Promise<RunResult> {
+    let exitCode: number | undefined;
+    try {
+      const r = (await this.container.wait({ condition: 'next-exit' })) as { StatusCode?: number };
+      exitCode = r.StatusCode;
+    } catch {
+      // Removed while waiting: killed.
+    }
+    let oomKilled = false;
+    try {
+      const info = await this.container.inspect();
+      oomKilled = !!info.State?.OOMKilled;
+      exitCode ??= info.State?.ExitCode;
+    } catch {
+      // Already removed.
+    }
+    const status: RunStatus = this.killedAs ?? (oomKilled ? 'killed' : exitCode === 0 ? 'success' : 'error');
+    const message = oomKilled
+      ? `container out of memory (limit ${Math.round(this.spec.memoryBytes / (1024 * 1024))} MB)`
+      : this.killedAs
+        ? `container ${this.killedAs === 'timeout' ? 'timed out' : this.killedAs}`
+        : exitCode === 0
+          ? undefined
+          : `container exited with code ${exitCode ?? 'unknown'}`;
+    const result: RunResult = { status, exitCode, oomKilled, message };
+    this.settle(result);
+    return result;
+  }
+
+  wait(): Promise<RunResult> {
+    return this.result ?? this.settled;
+  }
+
+  async freeze(): Promise<void> {
+    try {
+      await this.container.pause();
+    } catch (err) {
+      throw new DriverError(`Docker engine error pausing container: ${engineMessage(err)}`, { cause: err });
+    }
+  }
+
+  async unfreeze(): Promise<void> {
+    try {
+      await this.container.unpause();
+    } catch (err) {
+      throw new DriverError(`Docker engine error unpausing container: ${engineMessage(err)}`, { cause: err });
+    }
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.killedAs ??= 'killed';
+      try {
+        await this.container.remove({ force: true, v: true });
+      } catch (err) {
+        if (statusCode(err) !== 404 && statusCode(err) !== 409) {
+          // The engine refused; retry once, since a leaked container is worse than a slow close.
+          await this.container.remove({ force: true, v: true }).catch(() => undefined);
+        }
+      }
+      if (!this.result) this.settle({ status: this.killedAs, exitCode: undefined, oomKilled: false, message: 'container removed before it ran' });
+    })();
+    return this.closing;
+  }
+}
