@@ -6,3 +6,5 @@ export { DriverError, ImageError, parseImage } from './driver.js';
 export type { ContainerSpec, Cookie, Driver, ImageRef, Mount, RunResult, RunStatus } from './driver.js';
 export { DockerDriver } from './docker/docker.js';
 export type { DockerDriverOptions } from './docker/docker.js';
+export { FakeDriver } from './fake/fake.js';
+export type { FakeContainerState, FakeFunction } from './fake/fake.js';

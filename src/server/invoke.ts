@@ -200,6 +200,9 @@ export class InvokeHandler {
     });
     req.pipe(limited);
     req.once('error', (err) => limited.destroy(err));
+    // Until the call sends the body, an error is only recorded (limited.errored);
+    // the exchange checks for it and fails the call with it.
+    limited.on('error', () => undefined);
     return { body: limited, length: declared };
   }
 
@@ -217,6 +220,8 @@ export class InvokeHandler {
     res.statusCode = answer.status;
     for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
     res.setHeader('Fn-Call-Id', callId);
+    // The rest of an oversized upload is not worth reading: close after answering.
+    if (answer.status === 413) res.setHeader('Connection', 'close');
     res.setHeader('Content-Type', 'application/json; charset=utf-8');
     res.setHeader('Content-Length', Buffer.byteLength(body));
     res.end(body);

@@ -91,7 +91,14 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     agent,
     close() {
       closing ??= (async () => {
-        await server.close();
+        // Connections that go idle after an in-flight answer would otherwise
+        // keep the server open until their keep-alive timeout.
+        const sweep = setInterval(() => server.server.closeIdleConnections(), 50);
+        try {
+          await server.close();
+        } finally {
+          clearInterval(sweep);
+        }
         await agent?.close();
         await datastore.close();
         logger.info('fnts stopped');

@@ -324,6 +324,10 @@ export class ContainerConnection {
         socket.write(head, 'latin1');
         socket.write(body);
       }
+    } else if (body.errored || body.destroyed) {
+      // The body failed before it could be sent (e.g. it outgrew its limit while waiting).
+      settled = true;
+      queueMicrotask(() => sink.error((body.errored as Error | null) ?? new ProtocolError('request body was destroyed')));
     } else {
       socket.write(head, 'latin1');
       const chunked = head.endsWith('Transfer-Encoding: chunked\r\n\r\n');

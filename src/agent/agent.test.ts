@@ -1,0 +1,158 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FakeDriver, type FakeFunction } from '../drivers/index.js';
+import { ApiError, newAppFromJson, newFnFromJson } from '../models/index.js';
+import { Agent, type AgentConfig, type CallOutcome } from './agent.js';
+import { functionSpec, type FunctionSpec } from './call.js';
+import type { CallResponse } from './protocol/http-stream.js';
+import { MB, MemoryCpuTracker } from './resource.js';
+
+const echo: FakeFunction = {
+  handle: (_req, body, res) => {
+    res.setHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify({ got: body.toString() }));
+  },
+};
+const sleepy = (ms: number): FakeFunction => ({ handle: (_req, _body, res) => void setTimeout(() => res.end('done'), ms) });
+
+let agents: Agent[] = [];
+let dirs: string[] = [];
+afterEach(async () => {
+  await Promise.all(agents.map((a) => a.close()));
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  agents = [];
+  dirs = [];
+});
+
+function setup(functions: Record<string, FakeFunction>, config: Partial<AgentConfig> = {}, memoryMB = 4096) {
+  const driver = new FakeDriver(functions);
+  const dir = mkdtempSync(join(tmpdir(), 'fnts-agent-'));
+  dirs.push(dir);
+  const agent = new Agent({
+    driver,
+    resources: new MemoryCpuTracker({ memoryBytes: memoryMB * MB, cpuMillis: 2000 }),
+    logger: pino({ level: 'silent' }),
+    config: {
+      freezeIdleMs: Infinity,
+      ejectIdleMs: 1000,
+      hotPollMs: 50,
+      hotStartTimeoutMs: 2000,
+      maxResponseBytes: 0,
+      iofsRoot: join(dir, 'iofs'),
+      instance: 'test',
+      nonBlockingResources: false,
+      ...config,
+    },
+  });
+  agents.push(agent);
+  const app = newAppFromJson({ name: 'app' });
+  const spec = (image: string, extra: Record<string, unknown> = {}): FunctionSpec =>
+    functionSpec(app, { ...newFnFromJson({ app_id: app.id, name: image.replace(/\W/g, ''), image, ...extra }), shape: app.shape });
+  let n = 0;
+  const call = (s: FunctionSpec, body = '') => agent.submit(s, { id: `call-${n++}`, headers: ['Content-Type', 'text/plain'], body: Buffer.from(body) });
+  return { driver, agent, spec, call };
+}
+
+const text = (r: CallResponse) => (r.body as Buffer).toString();
+
+describe('Agent (fake driver)', () => {
+  it('runs calls over the FDK socket and reuses the container', async () => {
+    const { driver, agent, spec, call } = setup({ echo });
+    await agent.start();
+    const s = spec('echo');
+    expect(text(await call(s, 'one'))).toBe('{"got":"one"}');
+    expect(text(await call(s, 'two'))).toBe('{"got":"two"}');
+    expect(driver.containers).toHaveLength(1);
+    expect(driver.containers[0]!.calls).toBe(2);
+    expect(agent.snapshot().containers).toBe(1);
+  });
+
+  it('serves a burst of fast calls with one container, where the seed rule starts one per caller', async () => {
+    const fast: FakeFunction = { handle: (_r, _b, res) => void setTimeout(() => res.end('ok'), 2), startMs: 100 };
+    for (const [policy, bound] of [['adaptive', 2], ['seed', 16]] as const) {
+      const { driver, spec, call } = setup({ fast }, { launchPolicy: policy });
+      const s = spec('fast');
+      await call(s); // measure a run first
+      await call(s);
+      const results = await Promise.all(Array.from({ length: 16 }, () => call(s)));
+      expect(results.every((r) => r.status === 200)).toBe(true);
+      if (policy === 'adaptive') expect(driver.containers.length).toBeLessThanOrEqual(bound);
+      else expect(driver.containers.length).toBeGreaterThan(4);
+    }
+  });
+
+  it('scales out for slow calls', async () => {
+    const { driver, spec, call } = setup({ slow: sleepy(300) });
+    const s = spec('slow');
+    await call(s);
+    await call(s);
+    const t0 = performance.now();
+    const results = await Promise.all(Array.from({ length: 6 }, () => call(s)));
+    expect(results.map(text)).toEqual(Array(6).fill('done'));
+    expect(driver.containers.length).toBeGreaterThanOrEqual(4);
+    expect(performance.now() - t0).toBeLessThan(6 * 300);
+  });
+
+  it('fails every waiting call with the launch error, naming the image', async () => {
+    const { call, spec } = setup({});
+    const s = spec('missing:1');
+    const results = await Promise.allSettled([call(s), call(s), call(s)]);
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      const err = (r as PromiseRejectedResult).reason as ApiError;
+      expect(err.status).toBe(502);
+      expect(err.message).toContain('missing:1');
+    }
+  });
+
+  it('answers 504 when the FDK never binds its socket, and removes the container', async () => {
+    const { driver, spec, call } = setup({ stuck: { ...echo, neverReady: true } }, { hotStartTimeoutMs: 200 });
+    await expect(call(spec('stuck'))).rejects.toMatchObject({ status: 504, code: 'ContainerInitTimeout' });
+    expect(driver.live()).toHaveLength(0);
+  });
+
+  it('in fail-fast mode answers 503 at once when memory is not free, to the call that caused the launch', async () => {
+    const { spec, call } = setup({ slow: sleepy(500), echo }, { nonBlockingResources: true }, 200);
+    const busy = call(spec('slow', { memory: 150 }));
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = performance.now();
+    await expect(call(spec('echo', { memory: 100 }))).rejects.toMatchObject({ status: 503, headers: { 'Retry-After': '15' } });
+    expect(performance.now() - t0).toBeLessThan(200);
+    expect(text(await busy)).toBe('done');
+  });
+
+  it('tells listeners when calls start and end', async () => {
+    const { agent, spec, call } = setup({ echo });
+    const seen: Array<[string, CallOutcome | undefined]> = [];
+    agent.addListener({ onCallStart: (c) => seen.push([c.id, undefined]), onCallEnd: (c, o) => seen.push([c.id, o]) });
+    await call(spec('echo'));
+    expect(seen).toEqual([
+      ['call-0', undefined],
+      ['call-0', expect.objectContaining({ status: 200 })],
+    ]);
+  });
+
+  it('on close, lets running calls finish, refuses new ones and removes every container', async () => {
+    const { driver, agent, spec, call } = setup({ slow: sleepy(300), echo });
+    await call(spec('echo'));
+    const running = call(spec('slow'));
+    await new Promise((r) => setTimeout(r, 100));
+    const closing = agent.close();
+    await expect(call(spec('echo'))).rejects.toMatchObject({ status: 503 });
+    expect(text(await running)).toBe('done');
+    await closing;
+    expect(driver.live()).toHaveLength(0);
+  });
+
+  it('retires idle containers of a changed function', async () => {
+    const { driver, agent, spec, call } = setup({ echo });
+    const s = spec('echo');
+    await call(s);
+    agent.retireFunction({ fnId: s.fnId });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(driver.live()).toHaveLength(0);
+  });
+});

@@ -1,0 +1,129 @@
+/**
+ * A fake container driver for unit tests of the scheduling logic: no Docker,
+ * but the FDK contract for real. A "container" is an HTTP server in this
+ * process that binds a socket in the container's iofs folder and links
+ * lsnr.sock to it, as the FDKs do; calls reach it over that socket.
+ */
+import { mkdirSync, symlinkSync, unlinkSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import type { Writable } from 'node:stream';
+import { DriverError, ImageError, type ContainerSpec, type Cookie, type Driver, type RunResult } from '../driver.js';
+
+export interface FakeFunction {
+  /** Answers one call, as the function would. */
+  handle(req: IncomingMessage, body: Buffer, res: ServerResponse): void | Promise<void>;
+  /** How long the container takes to become ready (default 20 ms). */
+  startMs?: number;
+  /** Never bind the socket. */
+  neverReady?: boolean;
+}
+
+export interface FakeContainerState {
+  readonly spec: ContainerSpec;
+  frozen: boolean;
+  removed: boolean;
+  calls: number;
+}
+
+/** Images this driver knows: image name -> behaviour. Unknown images fail like a failed pull. */
+export class FakeDriver implements Driver {
+  readonly containers: FakeContainerState[] = [];
+  private closed = false;
+
+  constructor(private readonly functions: Record<string, FakeFunction>) {}
+
+  /** Containers not removed yet. */
+  live(): FakeContainerState[] {
+    return this.containers.filter((c) => !c.removed);
+  }
+
+  async prepare(spec: ContainerSpec): Promise<Cookie> {
+    if (this.closed) throw new DriverError('driver is closed');
+    const fn = this.functions[spec.image];
+    if (!fn) throw new ImageError(spec.image, `Failed to pull image ${spec.image}: not found`);
+    const state: FakeContainerState = { spec, frozen: false, removed: false, calls: 0 };
+    this.containers.push(state);
+    return new FakeCookie(spec, fn, state);
+  }
+
+  async removeContainers(labels: Readonly<Record<string, string>>): Promise<number> {
+    let n = 0;
+    for (const c of this.live()) {
+      if (Object.entries(labels).every(([k, v]) => c.spec.labels[k] === v)) {
+        c.removed = true;
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+class FakeCookie implements Cookie {
+  readonly id: string;
+  readonly stdin: Writable | null = null;
+  private server: Server | undefined;
+  private exited!: (r: RunResult) => void;
+  private readonly result: Promise<RunResult>;
+
+  constructor(
+    private readonly spec: ContainerSpec,
+    private readonly fn: FakeFunction,
+    private readonly state: FakeContainerState,
+  ) {
+    this.id = `fake-${spec.id}`;
+    this.result = new Promise((r) => (this.exited = r));
+  }
+
+  async run(): Promise<void> {
+    const dir = this.spec.mounts.find((m) => m.containerPath === '/tmp/iofs')?.hostPath;
+    if (!dir) throw new DriverError('no iofs mount');
+    if (this.fn.neverReady) return;
+    setTimeout(() => {
+      if (this.state.removed) return;
+      this.server = createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          this.state.calls++;
+          void this.fn.handle(req, Buffer.concat(chunks), res);
+        });
+      });
+      mkdirSync(dir, { recursive: true });
+      this.server.listen(join(dir, 'lsnr.sock.tmp'), () => symlinkSync('lsnr.sock.tmp', join(dir, 'lsnr.sock')));
+    }, this.fn.startMs ?? 20);
+  }
+
+  wait(): Promise<RunResult> {
+    return this.result;
+  }
+
+  async freeze(): Promise<void> {
+    this.state.frozen = true;
+  }
+
+  async unfreeze(): Promise<void> {
+    this.state.frozen = false;
+  }
+
+  async close(): Promise<void> {
+    if (this.state.removed && !this.server) return;
+    this.state.removed = true;
+    const server = this.server;
+    this.server = undefined;
+    if (server) {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      try {
+        unlinkSync(join(this.spec.mounts[0]!.hostPath, 'lsnr.sock'));
+      } catch {
+        // already gone
+      }
+    }
+    this.exited({ status: 'killed', exitCode: 137, oomKilled: false, message: 'container killed' });
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * A real fnts server in the test process: production wiring (startServer),
+ * a temporary SQLite file, the real Docker driver and agent, a real port.
+ * Helpers create apps and fns and call them over HTTP; containers are found
+ * by this server's owner label.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type Docker from 'dockerode';
+import { OWNER_LABEL } from '../../src/agent/index.js';
+import { compileConfig, type Config } from '../../src/config/index.js';
+import { startServer, type RunningServer } from '../../src/server/index.js';
+import { docker } from './images.js';
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: any;
+  ms: number;
+}
+
+export interface TestServer {
+  readonly url: string;
+  readonly server: RunningServer;
+  readonly config: Config;
+  post(path: string, body: unknown): Promise<any>;
+  app(body?: Record<string, unknown>): Promise<any>;
+  fn(app: any, image: string, extra?: Record<string, unknown>): Promise<any>;
+  call(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }): Promise<Answer>;
+  invoke(fnId: string, body?: unknown, headers?: Record<string, string>): Promise<Answer>;
+  containers(all?: boolean): Promise<Docker.ContainerInfo[]>;
+  close(): Promise<void>;
+}
+
+let seq = 0;
+
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'fnts-it-'));
+  const config = compileConfig({
+    FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}`,
+    FN_PORT: '0',
+    FN_LISTEN_HOST: '127.0.0.1',
+    FN_LOG_LEVEL: process.env['FNTS_TEST_LOG'] ?? 'silent',
+    FN_IOFS_PATH: `/tmp/fnts-it/${process.pid}-${seq++}`,
+    ...env,
+  });
+  const server = await startServer(config);
+  const url = `http://127.0.0.1:${server.port}`;
+
+  const call: TestServer['call'] = async (path, init = {}) => {
+    const t0 = performance.now();
+    const res = await fetch(url + path, {
+      method: init.method ?? 'POST',
+      headers: init.headers ?? {},
+      ...(init.body === undefined ? {} : { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) }),
+    });
+    const text = await res.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: res.status, headers: res.headers, text, json, ms: performance.now() - t0 };
+  };
+
+  const post = async (path: string, body: unknown): Promise<any> => {
+    const res = await call(path, { body, headers: { 'content-type': 'application/json' } });
+    if (res.status !== 200) throw new Error(`POST ${path} answered ${res.status}: ${res.text}`);
+    return res.json;
+  };
+
+  let apps = 0;
+  let fns = 0;
+  return {
+    url,
+    server,
+    config,
+    call,
+    post,
+    app: (body = {}) => post('/v2/apps', { name: `app${apps++}`, ...body }),
+    fn: (app, image, extra = {}) => post('/v2/fns', { app_id: app.id, name: `fn${fns++}`, image, ...extra }),
+    invoke: (fnId, body = {}, headers = {}) => call(`/invoke/${fnId}`, { body, headers: { 'content-type': 'application/json', ...headers } }),
+    async containers(all = true) {
+      return docker().listContainers({ all, filters: { label: [`${OWNER_LABEL}=${config.agent.instance}`] } });
+    },
+    async close() {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls `check` until it returns true or `ms` pass; returns whether it did. */
+export async function eventually(check: () => Promise<boolean> | boolean, ms: number, every = 100): Promise<boolean> {
+  const until = Date.now() + ms;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > until) return false;
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
