@@ -188,7 +188,17 @@ export class InvokeHandler {
     const declared = chunked ? undefined : length;
     const max = this.deps.maxRequestBytes;
     if (max > 0 && declared !== undefined && declared > max) throw new ApiError(E.RequestContentTooBig);
-    if (declared !== undefined && declared <= SMALL_BODY_BYTES) return { body: await readAll(req), length: declared };
+    if (declared !== undefined && declared <= SMALL_BODY_BYTES) {
+      // A small body usually arrives with the headers: Node's parser has
+      // queued it by the next microtask, and read() takes it without a listener.
+      await null;
+      if (req.readableLength === declared) {
+        const whole = req.read() as Buffer | null;
+        if (whole?.length === declared) return { body: whole, length: declared };
+        if (whole) req.unshift(whole);
+      }
+      return { body: await readAll(req), length: declared };
+    }
     if (max <= 0) return { body: req, length: declared };
     let seen = 0;
     const limited = new Transform({

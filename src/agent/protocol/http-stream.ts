@@ -45,22 +45,25 @@ const HOP_LENGTHS = new Set([...HOP_HEADERS].map((h) => h.length));
  * headers, and `also` when given. Runs twice per call: names are lower-cased
  * only when their length matches a hop header's.
  */
-export function withoutHopHeaders(raw: RawHeaders, also?: string): RawHeaders {
-  let listed: string[] | undefined;
-  for (let i = 0; i < raw.length; i += 2) {
-    if (sameName(raw[i]!, 'connection')) listed = raw[i + 1]!.toLowerCase().split(',').map((x) => x.trim());
-  }
+export function withoutHopHeaders(raw: RawHeaders, also = ''): RawHeaders {
   const out: RawHeaders = [];
+  let listed: string[] | undefined;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
     const n = name.length;
-    if (HOP_LENGTHS.has(n) || (also !== undefined && n === also.length) || listed !== undefined) {
+    if (HOP_LENGTHS.has(n) || n === also.length) {
       const lower = name.toLowerCase();
-      if (HOP_HEADERS.has(lower) || lower === also || listed?.includes(lower)) continue;
+      if (lower === 'connection') listed = raw[i + 1]!.toLowerCase().split(',').map((x) => x.trim());
+      if (HOP_HEADERS.has(lower) || lower === also) continue;
     }
     out.push(name, raw[i + 1]!);
   }
-  return out;
+  if (listed === undefined) return out;
+  // Headers the Connection header names are hop-by-hop too.
+  const named = listed;
+  const kept: RawHeaders = [];
+  for (let i = 0; i < out.length; i += 2) if (!named.includes(out[i]!.toLowerCase())) kept.push(out[i]!, out[i + 1]!);
+  return kept;
 }
 
 let rfcSecond = NaN;
