@@ -109,3 +109,15 @@ describe('MemoryCpuTracker', () => {
     expect(woke).toBe(true);
   });
 });
+
+describe('readHost', () => {
+  it('reads this machine: some memory available and at least one CPU', async () => {
+    const { readHost } = await import('./resource.js');
+    const host = readHost();
+    expect(host.memAvailable).toBeGreaterThan(64 * MB);
+    expect(host.cpuCount).toBeGreaterThanOrEqual(1);
+    const cap = computeCapacity(host, 0, 0);
+    expect(cap.memoryBytes).toBeGreaterThan(0);
+    expect(cap.cpuMillis).toBe(Math.min(host.cpuCount * 1000, host.cgroupCpuMillis ?? Infinity));
+  });
+});
