@@ -5,9 +5,10 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeDriver, type FakeFunction } from '../drivers/index.js';
 import { ApiError, newAppFromJson, newFnFromJson } from '../models/index.js';
-import { Agent, type AgentConfig, type CallOutcome } from './agent.js';
+import { Agent, type AgentConfig } from './agent.js';
+import type { CallOutcome } from './trace.js';
 import { functionSpec, type FunctionSpec } from './call.js';
-import type { CallResponse } from './protocol/http-stream.js';
+import type { CallResponse } from './protocol/call.js';
 import { MB, MemoryCpuTracker } from './resource.js';
 
 const echo: FakeFunction = {
@@ -52,7 +53,8 @@ function setup(functions: Record<string, FakeFunction>, config: Partial<AgentCon
   const spec = (image: string, extra: Record<string, unknown> = {}): FunctionSpec =>
     functionSpec(app, { ...newFnFromJson({ app_id: app.id, name: image.replace(/\W/g, ''), image, ...extra }), shape: app.shape });
   let n = 0;
-  const call = (s: FunctionSpec, body = '') => agent.submit(s, { id: `call-${n++}`, headers: ['Content-Type', 'text/plain'], body: Buffer.from(body) });
+  const call = (s: FunctionSpec, body = '') =>
+    agent.submit(s, { id: `call-${n++}`, trigger: false, method: 'POST', url: 'http://fnts.test/invoke/x', headers: ['Content-Type', 'text/plain'], body: Buffer.from(body) });
   return { driver, agent, spec, call };
 }
 
@@ -133,6 +135,28 @@ describe('Agent (fake driver)', () => {
       ['call-0', undefined],
       ['call-0', expect.objectContaining({ status: 200 })],
     ]);
+  });
+
+  it('samples a call that outlives the stats interval, and leaves quick calls alone', async () => {
+    const { agent, spec, call } = setup({ slow: sleepy(420), echo }, { statsIntervalMs: 50 });
+    const records = new Map<string, CallOutcome>();
+    agent.addListener({ onCallEnd: (c, o) => records.set(c.id, o) });
+    await call(spec('slow'));
+    const slow = records.get('call-0')!.record;
+    // Watching starts after one interval, then a reading every interval until the answer.
+    expect(slow.stats.length).toBeGreaterThanOrEqual(4);
+    expect(slow.stats.length).toBeLessThanOrEqual(8);
+    expect(slow.stats[0]!.metrics['mem_usage']).toBeGreaterThan(0);
+    await call(spec('echo'));
+    expect(records.get('call-1')!.record.stats).toEqual([]);
+  });
+
+  it('takes no readings when stats are disabled', async () => {
+    const { agent, spec, call } = setup({ slow: sleepy(200) }, { statsIntervalMs: Infinity });
+    const records = new Map<string, CallOutcome>();
+    agent.addListener({ onCallEnd: (c, o) => records.set(c.id, o) });
+    await call(spec('slow'));
+    expect(records.get('call-0')!.record.stats).toEqual([]);
   });
 
   it('on close, lets running calls finish, refuses new ones and removes every container', async () => {

@@ -22,10 +22,12 @@ import type { Logger } from 'pino';
 import { DriverError, ImageError, type Driver } from '../drivers/index.js';
 import { ApiError, E, FunctionError, newId } from '../models/index.js';
 import type { FunctionSpec } from './call.js';
+import { ColdContainer } from './cold.js';
 import { HotContainer } from './hot.js';
 import { containerLogs } from './logs.js';
-import type { CallRequest, CallResponse, Exchange } from './protocol/http-stream.js';
-import { ResourceUnavailableError, type ResourceTracker } from './resource.js';
+import type { CallRequest, CallResponse, Exchange } from './protocol/call.js';
+import { ResourceUnavailableError, type ResourceRequest, type ResourceToken, type ResourceTracker } from './resource.js';
+import { CallTrace, type CallListener } from './trace.js';
 import { needsContainer, seedNeedsContainer, SlotQueues, type SlotQueue, type SlotStats } from './slots.js';
 
 export interface AgentConfig {
@@ -46,6 +48,8 @@ export interface AgentConfig {
   readonly nonBlockingResources: boolean;
   /** When to start another container: fnts's rule, or seed 001's (for comparison). */
   readonly launchPolicy?: 'adaptive' | 'seed';
+  /** How often a running call's container is sampled for its call record; Infinity = never. */
+  readonly statsIntervalMs?: number;
 }
 
 export interface AgentOptions {
@@ -53,23 +57,6 @@ export interface AgentOptions {
   readonly resources: ResourceTracker;
   readonly logger: Logger;
   readonly config: AgentConfig;
-}
-
-export interface CallInfo {
-  readonly id: string;
-  readonly spec: FunctionSpec;
-}
-
-export interface CallOutcome {
-  readonly status: number;
-  readonly error?: unknown;
-  readonly durationMs: number;
-}
-
-/** Hooks around every call, for later features (call records, metrics). */
-export interface CallListener {
-  onCallStart?(call: CallInfo): void;
-  onCallEnd?(call: CallInfo, outcome: CallOutcome): void;
 }
 
 /** A call started with Agent.invoke(). */
@@ -92,7 +79,10 @@ class CallControl {
 }
 
 export interface AgentSnapshot {
+  /** Hot containers, in any state. */
   readonly containers: number;
+  /** Cold containers running a call. */
+  readonly cold: number;
   readonly queues: ReadonlyArray<SlotStats & { readonly fnId: string }>;
 }
 
@@ -124,6 +114,7 @@ export class Agent {
   private readonly queues = new SlotQueues<HotContainer>();
   private readonly specs = new Map<string, FunctionSpec>();
   private readonly containers = new Set<HotContainer>();
+  private readonly cold = new Set<ColdContainer>();
   /** Launches still waiting for resources, per queue: aborted when nobody waits for them any more. */
   private readonly reserving = new Map<SlotQueue<HotContainer>, Set<AbortController>>();
   private readonly polls = new Map<SlotQueue<HotContainer>, NodeJS.Timeout>();
@@ -188,16 +179,8 @@ export class Agent {
     if (this.closing) throw serverBusy();
     if (!this.o.resources.isPossible({ memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis })) throw new ApiError(E.CallResourceTooBig);
     this.enter();
-    const call: CallInfo = { id: req.id, spec };
-    const started = performance.now();
-    for (const l of this.listeners) l.onCallStart?.(call);
-    let ended = false;
-    const end = (status: number, error?: unknown): void => {
-      if (ended) return;
-      ended = true;
-      for (const l of this.listeners) l.onCallEnd?.(call, { status, error, durationMs: performance.now() - started });
-      this.leave();
-    };
+    const trace = new CallTrace({ id: req.id, spec }, req, this.listeners, () => this.leave());
+    if (spec.format === 'default') return this.executeCold(spec, req, control, trace);
 
     this.specs.set(spec.key, spec);
     const queue = this.queues.get(spec.key);
@@ -206,15 +189,15 @@ export class Agent {
     try {
       container = queue.tryAcquire() ?? (await this.waitForContainer(queue, spec, control));
     } catch (err) {
-      end((err as ApiError).status ?? 500, err);
+      trace.end((err as ApiError).status ?? 500, err);
       this.dropIfEmpty(queue);
       throw err;
     }
-    queue.record('wait', performance.now() - started);
+    queue.record('wait', trace.waited());
     if (control.reason !== undefined) {
       // The caller left while the container was on its way.
       queue.release(container);
-      end(499, control.reason);
+      trace.end(499, control.reason);
       throw control.reason;
     }
 
@@ -232,11 +215,12 @@ export class Agent {
       if (finished) return;
       finished = true;
       clearTimeout(timer);
+      trace.executed();
       control.onCancel = undefined;
       queue.exit('run', performance.now() - runStart);
       // A body refused for its size never reached the function: the container is fine.
-      if ((err !== undefined && !ApiError.is(err, E.RequestContentTooBig)) || container.state === 'retired') {
-        void container.retire(err === undefined ? 'container gone' : `call failed: ${err instanceof Error ? err.message : String(err)}`);
+      if ((err !== undefined && !ApiError.is(err, E.RequestContentTooBig)) || container.state === 'retired' || container.spent) {
+        void container.retire(err === undefined ? 'container stream spent' : `call failed: ${err instanceof Error ? err.message : String(err)}`);
       } else {
         container.markIdle();
         queue.release(container);
@@ -251,9 +235,10 @@ export class Agent {
       if (control.reason !== undefined) {
         // Cancelled before anything was sent: the container is untouched.
         finish();
-        end(499, control.reason);
+        trace.end(499, control.reason);
         throw control.reason;
       }
+      trace.started(container.takeStartTimings(), (onStat, ms) => container.watchStats(onStat, ms), this.o.config.statsIntervalMs ?? 1000);
       exchange = container.exec(req, deadline);
       const current = exchange;
       response = await new Promise<CallResponse>((resolve, reject) => {
@@ -277,12 +262,12 @@ export class Agent {
       });
     } catch (err) {
       if (err === control.reason) {
-        end(499, err);
+        trace.end(499, err);
         throw err;
       }
       const explained = timedOut ? new FunctionError(E.CallTimeout, { cause: err }) : await container.explain(err);
       finish(explained);
-      end((explained as ApiError).status ?? 500, explained);
+      trace.end((explained as ApiError).status ?? 500, explained);
       throw explained;
     }
     control.onCancel = (reason) => {
@@ -291,20 +276,93 @@ export class Agent {
     };
     if (Buffer.isBuffer(response.body)) {
       finish();
-      end(response.status);
+      trace.end(response.status);
       return response;
     }
     // Streamed: the container stays with this call until the body is done.
     const body = response.body as Readable;
     body.once('error', (err) => {
       finish(control.reason !== undefined ? undefined : err);
-      end(502, err);
+      trace.end(502, err);
     });
     body.once('close', () => {
       finish(body.readableEnded || control.reason !== undefined ? undefined : new Error('response stream not consumed'));
-      end(response.status);
+      trace.end(response.status);
     });
     return response;
+  }
+
+  /**
+   * The `default` format (seed 002's cold path): one container per call,
+   * holding its memory for its whole life. The body goes to stdin, the answer
+   * is stdout; the container is removed afterwards.
+   */
+  private async executeCold(spec: FunctionSpec, req: CallRequest, control: CallControl, trace: CallTrace): Promise<CallResponse> {
+    const deadline = new Date(Date.now() + spec.timeoutMs);
+    const request = { memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis };
+    let token: ResourceToken;
+    try {
+      token = await this.reserveForCall(request, spec, control);
+    } catch (err) {
+      trace.end((err as ApiError).status ?? 500, err);
+      throw err;
+    }
+    const id = newId().toLowerCase();
+    const cold = new ColdContainer({
+      id,
+      spec,
+      driver: this.o.driver,
+      labels: this.labels(spec),
+      logs: containerLogs(this.o.logger, { app: spec.appName, fn: spec.fnName, container: id }),
+      maxResponseBytes: this.o.config.maxResponseBytes,
+    });
+    this.cold.add(cold);
+    try {
+      const response = await cold.run(req, deadline, control, trace, this.o.config.statsIntervalMs ?? 1000);
+      trace.end(response.status);
+      return response;
+    } catch (err) {
+      trace.end(err === control.reason ? 499 : ((err as ApiError).status ?? 500), err);
+      throw err;
+    } finally {
+      await cold.remove();
+      this.cold.delete(cold);
+      token.close();
+    }
+  }
+
+  /**
+   * Memory and CPU for a cold call: at once in fail-fast mode (else 503), or
+   * waited for until the slot deadline (half the fn's timeout; then 503).
+   */
+  private async reserveForCall(request: ResourceRequest, spec: FunctionSpec, control: CallControl): Promise<ResourceToken> {
+    if (this.o.config.nonBlockingResources) {
+      const token = this.o.resources.tryReserve(request);
+      if (!token) throw serverBusy();
+      return token;
+    }
+    const slotTimeout = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
+    const cancelled = new AbortController();
+    control.onCancel = (reason) => cancelled.abort(reason);
+    try {
+      return await this.o.resources.reserve(request, AbortSignal.any([cancelled.signal, slotTimeout]));
+    } catch (err) {
+      if (control.reason !== undefined) throw control.reason;
+      if (slotTimeout.aborted) throw serverBusy();
+      throw launchError(err);
+    } finally {
+      control.onCancel = undefined;
+    }
+  }
+
+  private labels(spec: FunctionSpec): Record<string, string> {
+    return {
+      [OWNER_LABEL]: this.o.config.instance,
+      'fnts.app_id': spec.appId,
+      'fnts.app_name': spec.appName,
+      'fnts.fn_id': spec.fnId,
+      'fnts.fn_name': spec.fnName,
+    };
   }
 
   /** Waits for a container of `queue` until the slot deadline (half the fn's timeout) or a cancel. */
@@ -406,13 +464,7 @@ export class Agent {
         driver: this.o.driver,
         token,
         dir: join(this.o.config.iofsRoot, id),
-        labels: {
-          [OWNER_LABEL]: this.o.config.instance,
-          'fnts.app_id': spec.appId,
-          'fnts.app_name': spec.appName,
-          'fnts.fn_id': spec.fnId,
-          'fnts.fn_name': spec.fnName,
-        },
+        labels: this.labels(spec),
         logs: containerLogs(this.o.logger, { app: spec.appName, fn: spec.fnName, container: id }),
         startTimeoutMs: this.o.config.hotStartTimeoutMs,
         freezeIdleMs: this.o.config.freezeIdleMs,
@@ -529,6 +581,7 @@ export class Agent {
   snapshot(): AgentSnapshot {
     return {
       containers: this.containers.size,
+      cold: this.cold.size,
       queues: this.queues.all().map((q) => ({ ...q.stats(), fnId: this.specs.get(q.key)?.fnId ?? '' })),
     };
   }
@@ -544,6 +597,7 @@ export class Agent {
       clearTimeout(this.evictTimer);
       if (this.active > 0) await new Promise<void>((resolve) => (this.drained = resolve));
       await Promise.all([...this.containers].map((c) => c.retire('server shutting down')));
+      await Promise.all([...this.cold].map((c) => c.remove()));
       await rm(this.o.config.iofsRoot, { recursive: true, force: true }).catch(() => undefined);
       await this.o.driver.close();
     })();

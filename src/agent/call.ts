@@ -2,7 +2,7 @@
  * What the agent needs to run a fn, computed once per version of the fn and
  * its app (the server caches it), and the per-call request.
  */
-import type { App, Fn } from '../models/index.js';
+import type { App, Fn, FnFormat } from '../models/index.js';
 import { slotKey } from './slots.js';
 
 export interface FunctionSpec {
@@ -13,11 +13,16 @@ export interface FunctionSpec {
   readonly fnId: string;
   readonly fnName: string;
   readonly image: string;
+  /** How the agent talks to the container. */
+  readonly format: FnFormat;
   readonly memoryMB: number;
   readonly cpuMillis: number;
   readonly timeoutMs: number;
   readonly idleTimeoutMs: number;
-  /** The container's environment: the FDK contract's FN_* plus app config, then fn config. */
+  /**
+   * The container's environment: app config, then fn config, then the FDK
+   * contract's FN_* (which config cannot override).
+   */
   readonly env: Readonly<Record<string, string>>;
 }
 
@@ -25,8 +30,8 @@ export function functionSpec(app: App, fn: Fn): FunctionSpec {
   const env: Record<string, string> = {
     ...app.config,
     ...fn.config,
-    FN_FORMAT: 'http-stream',
-    FN_LISTENER: 'unix:/tmp/iofs/lsnr.sock',
+    FN_FORMAT: fn.format,
+    ...(fn.format === 'http-stream' ? { FN_LISTENER: 'unix:/tmp/iofs/lsnr.sock' } : {}),
     FN_APP_ID: app.id,
     FN_APP_NAME: app.name,
     FN_FN_ID: fn.id,
@@ -43,7 +48,7 @@ export function functionSpec(app: App, fn: Fn): FunctionSpec {
       cpus: 0,
       timeout: fn.timeout,
       idle: fn.idle_timeout,
-      format: 'http-stream',
+      format: fn.format,
       env,
     }),
     appId: app.id,
@@ -51,6 +56,7 @@ export function functionSpec(app: App, fn: Fn): FunctionSpec {
     fnId: fn.id,
     fnName: fn.name,
     image: fn.image,
+    format: fn.format,
     memoryMB: fn.memory,
     cpuMillis: 0,
     timeoutMs: fn.timeout * 1000,

@@ -1,6 +1,7 @@
 /**
  * A hot container: one container serving calls of one slot queue, one at a
- * time, over the FDK's unix socket.
+ * time, over the FDK's unix socket (http-stream) or its stdin/stdout (the
+ * http, json and cloudevent formats).
  *
  *   starting ──ready──▶ idle ⇄ busy
  *       │                │      │
@@ -14,13 +15,17 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { chmod, lstat, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Cookie, Driver, RunResult } from '../drivers/index.js';
+import { PassThrough, Writable } from 'node:stream';
+import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError } from '../models/index.js';
 import type { FunctionSpec } from './call.js';
+import type { CallRequest, Exchange } from './protocol/call.js';
 import { ContainerConnection } from './protocol/http1.js';
-import { exchange, type CallRequest, type Exchange } from './protocol/http-stream.js';
+import { httpStreamExchange } from './protocol/http-stream.js';
+import { cloudEventExchange, JsonChannel, jsonExchange, stdioConnection, stdioHttpExchange } from './protocol/stdio.js';
 import type { ResourceToken } from './resource.js';
 import type { LogSink } from './logs.js';
+import type { StartTimings } from './trace.js';
 
 export type HotState = 'starting' | 'idle' | 'busy' | 'retired';
 
@@ -29,7 +34,7 @@ export interface HotContainerOptions {
   readonly spec: FunctionSpec;
   readonly driver: Driver;
   readonly token: ResourceToken;
-  /** This container's folder on the host, mounted at /tmp/iofs. */
+  /** This container's folder on the host, mounted at /tmp/iofs (http-stream only). */
   readonly dir: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly logs: LogSink | undefined;
@@ -52,13 +57,17 @@ export class HotContainer {
   idleSince = 0;
   calls = 0;
   private cookie: Cookie | undefined;
+  /** HTTP framing over the socket (http-stream) or over stdio (http). */
   private client: ContainerConnection | undefined;
+  /** JSON framing over stdio (json, cloudevent). */
+  private json: JsonChannel | undefined;
   private frozen = false;
   /** Serialises pause/unpause so a thaw never overtakes a freeze in flight. */
   private freezeOps: Promise<void> = Promise.resolve();
   /** One timer for both idle clocks, re-armed lazily rather than per call. */
   private timer: NodeJS.Timeout | undefined;
   private exit: RunResult | undefined;
+  private startTimings: StartTimings | undefined;
   private retiring: Promise<void> | undefined;
 
   constructor(private readonly o: HotContainerOptions) {
@@ -71,16 +80,24 @@ export class HotContainer {
   }
 
   /**
-   * Creates and starts the container and waits for its FDK to announce the
-   * socket. Throws (and retires itself) on failure: ImageError from the
-   * driver, ContainerInitFail when it exits first, ContainerInitTimeout.
+   * Creates and starts the container and, for http-stream, waits for its FDK
+   * to announce the socket (the stdio formats are ready once started).
+   * Throws (and retires itself) on failure: ImageError from the driver,
+   * ContainerInitFail when it exits first, ContainerInitTimeout.
    */
   async start(): Promise<void> {
     const { spec, dir } = { spec: this.o.spec, dir: this.o.dir };
+    const socket = spec.format === 'http-stream';
     try {
-      await mkdir(dir, { recursive: true });
-      // The function runs as an unprivileged user and must create its socket here.
-      await chmod(dir, 0o777);
+      if (socket) {
+        await mkdir(dir, { recursive: true });
+        // The function runs as an unprivileged user and must create its socket here.
+        await chmod(dir, 0o777);
+      }
+      // The stdio formats answer on stdout, so it is always taken; stderr is the log.
+      const stdout = socket ? undefined : new PassThrough();
+      this.stdout = stdout;
+      const logs = stdout ? { stdout, stderr: this.o.logs?.stderr ?? discard() } : this.o.logs;
       this.cookie = await this.o.driver.prepare({
         id: this.id,
         image: spec.image,
@@ -88,15 +105,25 @@ export class HotContainer {
         memoryBytes: spec.memoryMB * 1024 * 1024,
         cpuMillis: spec.cpuMillis,
         labels: this.o.labels,
-        mounts: [{ hostPath: dir, containerPath: '/tmp/iofs' }],
+        mounts: socket ? [{ hostPath: dir, containerPath: '/tmp/iofs' }] : [],
         tmpfsBytes: Math.max(spec.memoryMB, 16) * 1024 * 1024,
-        logs: this.o.logs,
+        stdin: !socket,
+        logs,
       });
-      const ready = this.waitForListener(join(dir, LISTENER));
+      const ready = socket ? this.waitForListener(join(dir, LISTENER)) : undefined;
+      const started = performance.now();
       await this.cookie.run();
       void this.cookie.wait().then((r) => this.onExit(r));
-      await ready;
-      this.client = ContainerConnection.unix(join(dir, LISTENER));
+      if (ready) await ready;
+      const t = this.cookie.timings;
+      this.startTimings = { image_ms: Math.round(t.imageMs), create_ms: Math.round(t.createMs), start_ms: Math.round(performance.now() - started) };
+      if (ready) {
+        this.client = ContainerConnection.unix(join(dir, LISTENER));
+      } else if (spec.format === 'http') {
+        this.client = stdioConnection(this.cookie.stdin!, stdout!);
+      } else {
+        this.json = new JsonChannel(this.cookie.stdin!, stdout!);
+      }
     } catch (err) {
       await this.retire(`start failed: ${err instanceof Error ? err.message : String(err)}`);
       throw err;
@@ -140,9 +167,13 @@ export class HotContainer {
   }
 
   private exitedBeforeReady: ((r: RunResult) => void) | undefined;
+  /** The stdio formats' answer channel: ends when the container does. */
+  private stdout: PassThrough | undefined;
 
   private onExit(result: RunResult): void {
     this.exit = result;
+    // A call in flight on stdio learns that no answer will come.
+    this.stdout?.end();
     this.exitedBeforeReady?.(result);
     if (this.state !== 'retired') void this.retire(`container exited: ${result.message ?? result.status}`);
   }
@@ -215,9 +246,38 @@ export class HotContainer {
    * leaves. A failed exchange is explained by explain().
    */
   exec(req: CallRequest, deadline: Date): Exchange {
-    if (this.state !== 'busy' || !this.client) throw new ApiError(E.FunctionResponse, { message: 'container is not available' });
+    if (this.state !== 'busy') throw new ApiError(E.FunctionResponse, { message: 'container is not available' });
     this.calls++;
-    return exchange(this.client, req, { deadline, maxResponseBytes: this.o.maxResponseBytes });
+    const opts = { deadline, maxResponseBytes: this.o.maxResponseBytes };
+    switch (this.spec.format) {
+      case 'http-stream':
+        return httpStreamExchange(this.client!, req, opts);
+      case 'http':
+        return stdioHttpExchange(this.client!, req, opts);
+      case 'json':
+        return jsonExchange(this.json!, req, opts);
+      case 'cloudevent':
+        return cloudEventExchange(this.json!, req, opts);
+      default:
+        throw new ApiError(E.FunctionResponse, { message: `format ${this.spec.format} is not served by hot containers` });
+    }
+  }
+
+  /** How this container's start went, told once: to the first call it serves. */
+  takeStartTimings(): StartTimings | undefined {
+    const t = this.startTimings;
+    this.startTimings = undefined;
+    return t;
+  }
+
+  /** Samples the container's resource use until the returned function is called. */
+  watchStats(onStat: (stat: Stat) => void, intervalMs: number): () => void {
+    return this.cookie?.watchStats(onStat, intervalMs) ?? (() => undefined);
+  }
+
+  /** The container's stream cannot be trusted with another call (output nobody asked for). */
+  get spent(): boolean {
+    return this.json?.spent ?? false;
   }
 
   /**
@@ -254,4 +314,9 @@ export class HotContainer {
     })();
     return this.retiring;
   }
+}
+
+/** A sink that drops what it is given (stderr when nobody logs it). */
+function discard(): Writable {
+  return new Writable({ write: (_chunk, _enc, done) => done() });
 }

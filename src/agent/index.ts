@@ -3,10 +3,12 @@
  * the call path from submit to answer.
  */
 export { Agent, AgentClosedError, OWNER_LABEL } from './agent.js';
-export type { AgentConfig, AgentOptions, AgentSnapshot, CallInfo, CallListener, CallOutcome, RunningCall } from './agent.js';
+export type { AgentConfig, AgentOptions, AgentSnapshot, RunningCall } from './agent.js';
+export { MAX_STAT_POINTS } from './trace.js';
+export type { CallInfo, CallListener, CallOutcome, StartTimings } from './trace.js';
 export { functionSpec } from './call.js';
 export type { FunctionSpec } from './call.js';
-export type { CallRequest, CallResponse, RawHeaders } from './protocol/http-stream.js';
+export type { CallRequest, CallResponse, RawHeaders } from './protocol/call.js';
 export {
   computeCapacity,
   MB,

@@ -67,6 +67,8 @@ export interface AgentSettings {
   readonly readOnlyRootfs: boolean;
   /** not FN_DISABLE_UNPRIVILEGED_CONTAINERS */
   readonly unprivileged: boolean;
+  /** FNTS_STATS_INTERVAL_MSECS (1000): how often a running call's container is sampled (the engine publishes once a second); 0 or negative disables (Infinity). */
+  readonly statsIntervalMs: number;
   /** FNTS_LAUNCH_POLICY: 'adaptive' (default) or 'seed' (seed 001's rule, for comparison). */
   readonly launchPolicy: 'adaptive' | 'seed';
   /** Identity of this server's containers: a hash of its database URL, stable across restarts. */
@@ -105,6 +107,12 @@ function msecs(env: Env, name: string, fallback: number): number {
   const value = Number(raw);
   // As in Fn: a negative value disables the timer.
   return value < 0 ? Infinity : value;
+}
+
+/** 0 or negative disables sampling; otherwise at least 50 ms. */
+function statsInterval(env: Env): number {
+  const ms = msecs(env, 'FNTS_STATS_INTERVAL_MSECS', 1000);
+  return ms <= 0 || ms === Infinity ? Infinity : Math.max(50, ms);
 }
 
 function flag(env: Env, name: string): boolean {
@@ -172,6 +180,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       maxOpenFiles: integer(env, 'FN_MAX_OPEN_FILES', 350, 16, 1_048_576),
       readOnlyRootfs: !flag(env, 'FN_DISABLE_READONLY_ROOTFS'),
       unprivileged: !flag(env, 'FN_DISABLE_UNPRIVILEGED_CONTAINERS'),
+      statsIntervalMs: statsInterval(env),
       launchPolicy: oneOf(env, 'FNTS_LAUNCH_POLICY', ['adaptive', 'seed'] as const, 'adaptive'),
       instance,
     }),

@@ -10,7 +10,8 @@
  *   RunResult saying how.
  * - close() removes the container whatever its state (created, running,
  *   frozen, exited) and is idempotent; after close(), wait() resolves.
- * - A container's stdout/stderr go to the spec's sinks, if any, until it exits.
+ * - A container's stdout/stderr go to the spec's sinks, if any, until it
+ *   exits; wait() resolves only once all of it has been delivered.
  */
 import type { Writable } from 'node:stream';
 
@@ -44,6 +45,23 @@ export interface ContainerSpec {
 
 export type RunStatus = 'success' | 'error' | 'timeout' | 'killed' | 'cancelled';
 
+/**
+ * One sample of a container's resource use (Fn's Stat): metric names are
+ * net_rx, net_tx, mem_limit, mem_usage, disk_read, disk_write, cpu_user,
+ * cpu_total, cpu_kernel (bytes, and nanoseconds of CPU).
+ */
+export interface Stat {
+  /** Milliseconds since the epoch. */
+  readonly timestamp: number;
+  readonly metrics: Readonly<Record<string, number>>;
+}
+
+/** How long preparing took: making the image available, creating the container. */
+export interface PrepareTimings {
+  readonly imageMs: number;
+  readonly createMs: number;
+}
+
 export interface RunResult {
   readonly status: RunStatus;
   readonly exitCode: number | undefined;
@@ -63,8 +81,16 @@ export interface Cookie {
    * says 'timeout' when the abort reason is a TimeoutError, else 'cancelled'.
    */
   run(signal?: AbortSignal): Promise<void>;
-  /** Resolves once the container has exited. Never rejects. */
+  /** Resolves once the container has exited and its output is delivered. Never rejects. */
   wait(): Promise<RunResult>;
+  /**
+   * Samples the container's resource use until the returned function is
+   * called: `onStat` gets a reading at most every `intervalMs` (the engine
+   * may publish less often). Never throws; a container that goes away just
+   * stops the readings.
+   */
+  watchStats(onStat: (stat: Stat) => void, intervalMs: number): () => void;
+  readonly timings: PrepareTimings;
   /** Pauses every process in the container. */
   freeze(): Promise<void>;
   unfreeze(): Promise<void>;
@@ -83,6 +109,35 @@ export interface Driver {
   removeContainers(labels: Readonly<Record<string, string>>): Promise<number>;
   /** Releases the driver's own resources. Idempotent. */
   close(): Promise<void>;
+}
+
+/**
+ * Down-samples `stats` (sorted by time) to at most `max` points by averaging
+ * the samples in equal time windows (seed 004's Decimate): a long call keeps
+ * its shape without keeping every sample. The last window takes the rest.
+ */
+export function decimate(max: number, stats: readonly Stat[]): Stat[] {
+  if (stats.length <= max) return [...stats];
+  if (max <= 0) return [];
+  const start = stats[0]!.timestamp;
+  const window = (stats[stats.length - 1]!.timestamp - start) / max;
+  const out: Stat[] = [];
+  let i = 0;
+  for (let bin = 0; bin < max && i < stats.length; bin++) {
+    const last = bin === max - 1;
+    const end = start + window * (bin + 1);
+    const group: Stat[] = [];
+    while (i < stats.length && (last || stats[i]!.timestamp <= end)) group.push(stats[i++]!);
+    if (group.length > 0) out.push(average(group));
+  }
+  return out;
+}
+
+function average(group: readonly Stat[]): Stat {
+  const metrics: Record<string, number> = {};
+  for (const s of group) for (const [k, v] of Object.entries(s.metrics)) metrics[k] = (metrics[k] ?? 0) + v;
+  for (const k of Object.keys(metrics)) metrics[k] = Math.round(metrics[k]! / group.length);
+  return { timestamp: Math.round(group.reduce((t, s) => t + s.timestamp, 0) / group.length), metrics };
 }
 
 /** The engine failed (not the function). */

@@ -28,6 +28,7 @@ const FN_MESSAGES: Record<string, [number, string]> = {
   FnsInvalidName: [400, 'name must be a valid string'],
   FnsMissingAppID: [400, 'Missing AppID on Fn'],
   FnsMissingImage: [400, 'Missing image on Fn'],
+  FnsInvalidFormat: [400, 'Invalid format on Fn'],
   FnsInvalidTimeout: [400, 'timeout value is out of range, must be between 0 and 300'],
   FnsInvalidIdleTimeout: [400, 'idle_timeout value is out of range, must be between 0 and 3600'],
   InvalidMemory: [400, 'memory value is out of range. It should be between 0 and 8192'],

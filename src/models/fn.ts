@@ -11,6 +11,15 @@ export const DEFAULT_MEMORY_MB = 128;
 export const DEFAULT_TIMEOUT_S = 30;
 export const DEFAULT_IDLE_TIMEOUT_S = 30;
 
+/**
+ * How the agent talks to the function's container: `http-stream` (the FDKs'
+ * unix-socket protocol, the default), the hot stdin/stdout formats `http`,
+ * `json` and `cloudevent`, or `default`: one cold container per call.
+ */
+export const FN_FORMATS = ['http-stream', 'http', 'json', 'cloudevent', 'default'] as const;
+export type FnFormat = (typeof FN_FORMATS)[number];
+export const DEFAULT_FORMAT: FnFormat = 'http-stream';
+
 /** The annotation carrying the URL that invokes the fn. */
 export const FN_INVOKE_ENDPOINT_ANNOTATION = 'fnproject.io/fn/invokeEndpoint';
 
@@ -25,6 +34,7 @@ export interface Fn {
   readonly timeout: number;
   /** seconds */
   readonly idle_timeout: number;
+  readonly format: FnFormat;
   readonly config: ConfigMap;
   readonly annotations: Annotations;
   readonly shape: AppShape;
@@ -40,6 +50,7 @@ export interface FnPatch {
   readonly memory?: number | undefined;
   readonly timeout?: number | undefined;
   readonly idle_timeout?: number | undefined;
+  readonly format?: string | undefined;
   readonly config?: ConfigMap | undefined;
   readonly annotations?: Annotations | undefined;
 }
@@ -59,6 +70,7 @@ function fnFieldsFromJson(body: JsonObject): FnPatch {
     memory: optInteger(body, 'memory', 0, UINT64_MAX),
     timeout: optInteger(body, 'timeout', INT32_MIN, INT32_MAX),
     idle_timeout: optInteger(body, 'idle_timeout', INT32_MIN, INT32_MAX),
+    format: optString(body, 'format'),
     config: optStringMap(body, 'config'),
     annotations: optAnnotations(body, 'annotations'),
   };
@@ -70,6 +82,7 @@ function validateFn(fn: Fn): void {
   if (!PATH_SAFE_NAME.test(fn.name)) throw new ApiError(E.FnsInvalidName);
   if (fn.app_id === '') throw new ApiError(E.FnsMissingAppID);
   if (fn.image.trim() === '') throw new ApiError(E.FnsMissingImage);
+  if (!(FN_FORMATS as readonly string[]).includes(fn.format)) throw new ApiError(E.FnsInvalidFormat);
   if (fn.timeout <= 0 || fn.timeout > MAX_TIMEOUT_S) throw new ApiError(E.FnsInvalidTimeout);
   if (fn.idle_timeout <= 0 || fn.idle_timeout > MAX_IDLE_TIMEOUT_S) throw new ApiError(E.FnsInvalidIdleTimeout);
   if (fn.memory < 1 || fn.memory > MAX_MEMORY_MB) throw new ApiError(E.InvalidMemory);
@@ -96,6 +109,7 @@ export function newFnFromJson(body: JsonObject): Fn {
     memory: f.memory || DEFAULT_MEMORY_MB,
     timeout: f.timeout || DEFAULT_TIMEOUT_S,
     idle_timeout: f.idle_timeout || DEFAULT_IDLE_TIMEOUT_S,
+    format: (f.format || DEFAULT_FORMAT) as FnFormat,
     config: f.config ?? {},
     annotations: f.annotations ?? {},
     shape: 'GENERIC_X86',
@@ -123,6 +137,7 @@ export function applyFnPatch(current: Fn, patch: FnPatch): Fn {
     memory: patch.memory || current.memory,
     timeout: patch.timeout || current.timeout,
     idle_timeout: patch.idle_timeout || current.idle_timeout,
+    format: (patch.format || current.format) as FnFormat,
     config: mergeConfig(current.config, patch.config),
     annotations: mergeAnnotations(current.annotations, patch.annotations),
   };
@@ -132,6 +147,7 @@ export function applyFnPatch(current: Fn, patch: FnPatch): Fn {
     next.memory !== current.memory ||
     next.timeout !== current.timeout ||
     next.idle_timeout !== current.idle_timeout ||
+    next.format !== current.format ||
     !configEqual(next.config, current.config) ||
     !annotationsEqual(next.annotations, current.annotations);
   return changed ? { ...next, updated_at: now() } : current;
@@ -148,6 +164,7 @@ export function fnToJson(fn: Fn, extraAnnotations: Record<string, unknown> = {})
     memory: fn.memory,
     timeout: fn.timeout,
     idle_timeout: fn.idle_timeout,
+    format: fn.format,
     config: fn.config,
   };
   if (Object.keys(annotations).length > 0) out['annotations'] = annotations;

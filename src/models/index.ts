@@ -14,15 +14,17 @@ export { ApiError, apiError, E, FunctionError, invalidSyslog, routeError } from 
 export type { ErrorDef, ErrorName } from './errors.js';
 export {
   applyFnPatch,
+  DEFAULT_FORMAT,
   DEFAULT_IDLE_TIMEOUT_S,
   DEFAULT_MEMORY_MB,
   DEFAULT_TIMEOUT_S,
+  FN_FORMATS,
   FN_INVOKE_ENDPOINT_ANNOTATION,
   fnPatchFromJson,
   fnToJson,
   newFnFromJson,
 } from './fn.js';
-export type { Fn, FnPatch } from './fn.js';
+export type { Fn, FnFormat, FnPatch } from './fn.js';
 export {
   applyTriggerPatch,
   newTriggerFromJson,
@@ -32,3 +34,5 @@ export {
   triggerToJson,
 } from './trigger.js';
 export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';
+export { callStatus } from './call.js';
+export type { CallRecord, CallStat, CallStatus, CallTimings } from './call.js';

@@ -4,9 +4,9 @@
  *
  *   POST /invoke/{fnID}          the function's answer as it gives it
  *   ANY  /t/{appName}{source}    an HTTP trigger: the caller's method, URL and
- *                                headers reach the function as Fn-Http-*;
- *                                Fn-Http-Status / Fn-Http-H-* come back as
- *                                the status and headers
+ *                                headers reach the function; its answer's
+ *                                status and headers reach the caller (each
+ *                                format does its mapping: agent/protocol)
  *
  * Every answer carries Fn-Call-Id. Lookups are cached (the datastore is off
  * the hot path); any change made through the API clears the cache.
@@ -16,7 +16,7 @@ import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { functionSpec, type Agent, type FunctionSpec } from '../agent/index.js';
 import { sameName } from '../agent/protocol/http1.js';
-import { withoutHopHeaders, type CallResponse, type RawHeaders } from '../agent/protocol/http-stream.js';
+import { withoutHopHeaders, type CallResponse, type RawHeaders } from '../agent/protocol/call.js';
 import type { Datastore } from '../datastore/index.js';
 import { ApiError, E, newId, routeError, type App, type Trigger } from '../models/index.js';
 import type { ResourceChange } from './api.js';
@@ -34,11 +34,6 @@ interface Target {
   readonly spec: FunctionSpec;
   readonly app: App;
   readonly trigger?: Trigger;
-}
-
-/** Go's canonical header form ("x-my-header" -> "X-My-Header"), as Fn and the FDKs write header names. */
-function canonical(name: string): string {
-  return name.toLowerCase().replace(/(^|-)([a-z])/g, (_m, sep: string, c: string) => sep + c.toUpperCase());
 }
 
 /** Request bodies up to this size (declared by Content-Length) are read whole before the call. */
@@ -149,13 +144,11 @@ export class InvokeHandler {
     const framing = requestFraming(req.rawHeaders);
 
     let target: Target;
-    let headers: RawHeaders;
     if (path.startsWith('/invoke/')) {
       const fnId = path.slice('/invoke/'.length);
       if (fnId === '' || fnId.includes('/')) throw routeError(E.PathNotFound, req.method ?? 'GET', rawPath);
       if (req.method !== 'POST') throw routeError(E.MethodNotAllowed, req.method ?? 'GET', rawPath);
       target = this.ready.get(fnId) ?? (await this.fnTarget(fnId));
-      headers = withoutHopHeaders(req.rawHeaders, 'content-length');
     } else {
       const rest = path.slice('/t/'.length);
       const slash = rest.indexOf('/');
@@ -163,18 +156,24 @@ export class InvokeHandler {
       const source = slash < 0 ? '/' : rest.slice(slash);
       if (appName === '') throw routeError(E.PathNotFound, req.method ?? 'GET', rawPath);
       target = this.ready.get(`${appName}\0${source}`) ?? (await this.triggerTarget(appName, source));
-      headers = triggerHeaders(req, framing.host);
     }
 
     const { body, length } = await this.requestBody(req, framing);
-    const call = this.deps.agent.invoke(target.spec, { id: callId, headers, body, bodyLength: length });
+    const tls = (req.socket as { encrypted?: boolean }).encrypted;
+    const call = this.deps.agent.invoke(target.spec, {
+      id: callId,
+      trigger: target.trigger !== undefined,
+      method: req.method ?? 'GET',
+      url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
+      headers: withoutHopHeaders(req.rawHeaders, 'content-length'),
+      body,
+      bodyLength: length,
+    });
     // A caller that hangs up cancels its call.
     res.once('close', () => {
       if (!res.writableFinished) call.cancel();
     });
-    const response = await call.response;
-    if (target.trigger) writeTrigger(res, callId, response, this.log);
-    else writeInvoke(res, callId, response, this.log);
+    writeAnswer(res, callId, await call.response, this.log);
   }
 
   /**
@@ -230,14 +229,47 @@ export class InvokeHandler {
     res.statusCode = answer.status;
     for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
     res.setHeader('Fn-Call-Id', callId);
-    // The rest of an oversized upload is not worth reading: close after answering.
-    if (answer.status === 413) res.setHeader('Connection', 'close');
     res.setHeader('Content-Type', 'application/json; charset=utf-8');
     res.setHeader('Content-Length', Buffer.byteLength(body));
+    if (!req.complete) discardRest(req, res);
     res.end(body);
-    // An unread request body would hold the connection; let Node discard it.
-    if (!req.complete) req.resume();
   }
+
+  /**
+   * `Expect: 100-continue`: a body declared over FN_MAX_REQUEST_SIZE is
+   * refused before the client sends it; anything else is invited in.
+   */
+  checkContinue(req: IncomingMessage, res: ServerResponse): boolean {
+    const max = this.deps.maxRequestBytes;
+    const { length } = requestFraming(req.rawHeaders);
+    if (max > 0 && length !== undefined && length > max) {
+      // The client holds its body back until told to go on: answer and close.
+      res.setHeader('Connection', 'close');
+      this.fail(req, res, newId(), new ApiError(E.RequestContentTooBig));
+      return true;
+    }
+    return false;
+  }
+}
+
+/** How much of a refused upload is read (and dropped) so its sender sees the answer. */
+const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A request answered before its body was read: the rest is read and dropped,
+ * so a client still uploading gets the answer rather than a broken pipe, and
+ * the connection stays usable. Past DISCARD_LIMIT_BYTES the connection is cut.
+ */
+function discardRest(req: IncomingMessage, res: ServerResponse): void {
+  let seen = 0;
+  req.unpipe();
+  req.removeAllListeners('data');
+  req.on('data', (chunk: Buffer) => {
+    seen += chunk.length;
+    if (seen > DISCARD_LIMIT_BYTES) req.socket.destroy();
+  });
+  req.on('error', () => undefined);
+  req.resume();
 }
 
 interface RequestFraming {
@@ -260,60 +292,10 @@ function requestFraming(raw: string[]): RequestFraming {
   return { length, chunked, host };
 }
 
-/**
- * Trigger request headers (as Fn sends them): hop-by-hop headers dropped,
- * Content-Type kept, every other header X as Fn-Http-H-X, plus the method
- * and the full URL the caller used.
- */
-function triggerHeaders(req: IncomingMessage, host: string | undefined): RawHeaders {
-  const clean = withoutHopHeaders(req.rawHeaders);
-  const out: RawHeaders = [];
-  for (let i = 0; i < clean.length; i += 2) {
-    const name = clean[i]!;
-    out.push(sameName(name, 'content-type') ? 'Content-Type' : `Fn-Http-H-${canonical(name)}`, clean[i + 1]!);
-  }
-  const tls = (req.socket as { encrypted?: boolean }).encrypted;
-  out.push(
-    'Fn-Http-Method',
-    req.method ?? 'GET',
-    'Fn-Http-Request-Url',
-    `${tls ? 'https' : 'http'}://${host ?? 'localhost'}${req.url ?? '/'}`,
-    'Fn-Intent',
-    'httprequest',
-  );
-  return out;
-}
-
-/** The function's answer as it gave it, plus Fn-Call-Id. */
-function writeInvoke(res: ServerResponse, callId: string, response: CallResponse, log: Logger): void {
-  writeAnswer(res, response.status, response.headers.concat('Fn-Call-Id', callId), response.body, log);
-}
-
-/**
- * A trigger's answer (as Fn gives it): only Fn-Http-H-X (as X) and
- * Content-Type pass; Fn-Http-Status sets the status unless the function
- * itself failed (>= 400).
- */
-function writeTrigger(res: ServerResponse, callId: string, response: CallResponse, log: Logger): void {
-  let userStatus = 0;
-  const out: RawHeaders = [];
-  const h = response.headers;
-  for (let i = 0; i < h.length; i += 2) {
-    const name = h[i]!;
-    const lower = name.toLowerCase();
-    if (lower.startsWith('fn-http-h-')) {
-      if (lower.length > 'fn-http-h-'.length) out.push(name.slice('fn-http-h-'.length), h[i + 1]!);
-    } else if (lower === 'content-type') out.push('Content-Type', h[i + 1]!);
-    else if (lower === 'fn-http-status') {
-      const n = Number(h[i + 1]);
-      if (Number.isInteger(n) && n >= 100 && n <= 599) userStatus = n;
-    }
-  }
-  out.push('Fn-Call-Id', callId);
-  writeAnswer(res, response.status >= 400 ? response.status : userStatus || 200, out, response.body, log);
-}
-
-function writeAnswer(res: ServerResponse, status: number, headers: RawHeaders, body: Buffer | Readable, log: Logger): void {
+/** The function's answer as the caller gets it, plus Fn-Call-Id. */
+function writeAnswer(res: ServerResponse, callId: string, response: CallResponse, log: Logger): void {
+  const { status, body } = response;
+  const headers = response.headers.concat('Fn-Call-Id', callId);
   if (Buffer.isBuffer(body)) {
     let hasType = false;
     for (let i = 0; i < headers.length && !hasType; i += 2) hasType = sameName(headers[i]!, 'content-type');

@@ -53,6 +53,7 @@ function createAgent(config: Config, logger: Logger): Agent {
       instance: a.instance,
       nonBlockingResources: a.nonBlockingResources,
       launchPolicy: a.launchPolicy,
+      statsIntervalMs: a.statsIntervalMs,
     },
   });
 }

@@ -2,7 +2,7 @@
  * The HTTP server: builds the Fastify app for a role and wires errors,
  * unknown paths and bodies the way Fn answers them.
  */
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Config } from '../config/index.js';
@@ -32,6 +32,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       createServer((req, res) => {
         if (invoke && InvokeHandler.matches(req.url ?? '')) invoke.handle(req, res);
         else handler(req, res);
+      }).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+        // Expect: 100-continue. A call whose body is declared too big is refused before it is sent.
+        if (invoke && InvokeHandler.matches(req.url ?? '')) {
+          if (invoke.checkContinue(req, res)) return;
+          res.writeContinue();
+          invoke.handle(req, res);
+          return;
+        }
+        res.writeContinue();
+        handler(req, res);
       }),
     forceCloseConnections: 'idle',
     loggerInstance: deps.logger,

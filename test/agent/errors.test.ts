@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeImage } from '../support/functions.js';
 import { eventually, startTestServer, type TestServer } from '../support/server.js';
@@ -99,6 +100,31 @@ describe('when calls cannot be served as asked', () => {
     expect(streamed.status).toBe(413);
     expect(await streamed.json()).toEqual({ message: 'Request content too large' });
     expect((await s.invoke(fn.id, { small: true })).status).toBe(200);
+  });
+
+  it('refuses an oversized body announced with Expect: 100-continue before the client sends it', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, probe);
+    const u = new URL(`${s.url}/invoke/${fn.id}`);
+    const ask = (length: number) =>
+      new Promise<{ status: number; body: string; continued: boolean }>((resolve, reject) => {
+        let continued = false;
+        const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { expect: '100-continue', 'content-length': length } });
+        req.on('continue', () => {
+          continued = true;
+          req.end('z'.repeat(length));
+        });
+        req.on('response', (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, body, continued }));
+        });
+        req.on('error', reject);
+        req.flushHeaders();
+      });
+    expect(await ask(1024 * 1024)).toEqual({ status: 413, body: '{"message":"Request content too large"}', continued: false });
+    const fine = await ask(100);
+    expect(fine).toMatchObject({ status: 200, continued: true });
   });
 
   it('answers 400 when the fn asks for more memory than this server has', async () => {

@@ -30,6 +30,7 @@ describe('POST /v2/fns', () => {
       memory: 128,
       timeout: 30,
       idle_timeout: 30,
+      format: 'http-stream',
       config: {},
       annotations: { 'fnproject.io/fn/invokeEndpoint': `http://fnts.test:8080/invoke/${res.body.id}` },
       shape: 'GENERIC_X86_ARM',
@@ -44,6 +45,12 @@ describe('POST /v2/fns', () => {
     expect([zero.memory, zero.timeout, zero.idle_timeout]).toEqual([128, 30, 30]);
     const set = await api.createFn({ app_id: app.id, name: 'set', image: IMAGE, memory: 8192, timeout: 300, idle_timeout: 3600, config: { K: 'v' } });
     expect([set.memory, set.timeout, set.idle_timeout, set.config]).toEqual([8192, 300, 3600, { K: 'v' }]);
+  });
+
+  it('accepts every format Fn knows and shows it', async () => {
+    for (const format of ['http-stream', 'http', 'json', 'cloudevent', 'default']) {
+      expect((await api.createFn({ app_id: app.id, name: `f-${format}`, image: IMAGE, format })).format).toBe(format);
+    }
   });
 
   it('builds endpoint annotations on FN_PUBLIC_LB_URL when it is set', async () => {
@@ -72,6 +79,8 @@ describe('POST /v2/fns', () => {
     [{ app_id: 'APP', name: 'f', image: IMAGE, idle_timeout: 3601 }, 'idle_timeout value is out of range, must be between 0 and 3600'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, annotations: { ' ': 1 } }, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, config: { '': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, format: 'grpc' }, 'Invalid format on Fn'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, format: 5 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: -1 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: 1.5 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: '128' }, 'Invalid JSON'],
@@ -123,9 +132,9 @@ describe('GET /v2/fns', () => {
 describe('PUT /v2/fns/{fnID}', () => {
   it('changes what is given, keeps what is not, merges config', async () => {
     const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE, memory: 256, config: { A: '1', B: '2' } });
-    const res = await api.call('PUT', `/v2/fns/${fn.id}`, { image: 'fnproject/hello:0.0.2', timeout: 60, config: { A: '', C: '3' } });
+    const res = await api.call('PUT', `/v2/fns/${fn.id}`, { image: 'fnproject/hello:0.0.2', timeout: 60, format: 'json', config: { A: '', C: '3' } });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ image: 'fnproject/hello:0.0.2', memory: 256, timeout: 60, idle_timeout: 30, config: { B: '2', C: '3' } });
+    expect(res.body).toMatchObject({ image: 'fnproject/hello:0.0.2', memory: 256, timeout: 60, idle_timeout: 30, format: 'json', config: { B: '2', C: '3' } });
     expect(res.body.annotations['fnproject.io/fn/invokeEndpoint']).toBe(`http://fnts.test:8080/invoke/${fn.id}`);
     expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).toEqual(res.body);
   });
@@ -143,6 +152,7 @@ describe('PUT /v2/fns/{fnID}', () => {
     const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { memory: 9000 }, 400, 'memory value is out of range. It should be between 0 and 8192');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { timeout: -5 }, 400, 'timeout value is out of range, must be between 0 and 300');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { format: 'xml' }, 400, 'Invalid format on Fn');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { id: 'other' }, 400, 'Fn ID in path does not match that in body');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' }, 409, 'Could not update - name is immutable');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { app_id: 'elsewhere' }, 409, 'Could not update - app_id is immutable');

@@ -6,6 +6,7 @@
  *   {"sleep": ms}            answer after a while
  *   {"exit": code}           die in the middle of the call
  *   {"bytes": n}             answer with n bytes
+ *   {"alloc": mb}            use that much memory first
  *   {"status": 201, "headers": {"X-A": "1"}, "contentType": "text/plain"}
  *                            answer through the HTTP gateway (triggers)
  *   {"write": "/path"}       try to write a file, report whether it worked
@@ -30,6 +31,7 @@ if (process.env.MODE === 'never-ready') {
     const cmd = input && typeof input === 'object' ? input : {};
     if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
     if (cmd.exit !== undefined) process.exit(cmd.exit);
+    if (cmd.alloc) { const keep = []; for (let i = 0; i < cmd.alloc; i++) keep.push(Buffer.alloc(1 << 20, 1)); }
     if (cmd.bytes) return fdk.rawResult(Buffer.alloc(cmd.bytes, 'x'));
     const gw = ctx.httpGateway;
     if (cmd.status) gw.statusCode = cmd.status;
@@ -62,3 +64,100 @@ if (process.env.MODE === 'never-ready') {
 export function probeImage(): Promise<string> {
   return ensureFunctionImage('probe', PROBE_FUNC_JS);
 }
+
+/**
+ * A cold (`default` format) function: reads its whole stdin, answers on
+ * stdout with what it saw (FN_* environment, body), logs a line on stderr.
+ * Its input may ask it to {"sleep": ms}, {"exit": code} (after answering),
+ * {"bytes": n} (answer n bytes) or {"alloc": mb} (use that much memory).
+ */
+export const COLD_FUNC_JS = `const chunks = [];
+process.stdin.on('data', (c) => chunks.push(c));
+process.stdin.on('end', async () => {
+  const text = Buffer.concat(chunks).toString();
+  let cmd = {};
+  try { cmd = JSON.parse(text); } catch {}
+  if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
+  if (cmd.alloc) { const keep = []; for (let i = 0; i < cmd.alloc; i++) keep.push(Buffer.alloc(1 << 20, 1)); }
+  if (cmd.bytes) { process.stdout.write(Buffer.alloc(cmd.bytes, 'x')); return; }
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) if (k.startsWith('FN_')) env[k] = v;
+  process.stderr.write('cold log line\\n');
+  process.stdout.write(JSON.stringify({ env, body: text, host: require('os').hostname() }));
+  if (cmd.exit !== undefined) process.exitCode = cmd.exit;
+});
+`;
+
+/**
+ * A hot \`json\` format function (one JSON object per line on stdin, one per
+ * answer on stdout). The call's body may ask it to {"sleep": ms},
+ * {"status": n, "headers": {...}}, {"garbage": true} (write an object nobody
+ * asked for after answering) or {"exit": code}.
+ */
+export const JSON_FUNC_JS = `const readline = require('readline');
+let n = 0;
+const queue = [];
+let busy = false;
+readline.createInterface({ input: process.stdin }).on('line', (line) => { queue.push(line); next(); });
+async function next() {
+  if (busy || queue.length === 0) return;
+  busy = true;
+  const call = JSON.parse(queue.shift());
+  n++;
+  let cmd = {};
+  try { cmd = JSON.parse(call.body); } catch {}
+  if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
+  if (cmd.exit !== undefined) process.exit(cmd.exit);
+  const out = { body: JSON.stringify({ n, host: require('os').hostname(), got: call }), content_type: 'application/json', protocol: { status_code: cmd.status || 200, headers: cmd.headers || {} } };
+  // Garbage goes out in the same write as the answer, as a function that prints twice would.
+  process.stdout.write(JSON.stringify(out) + '\\n' + (cmd.garbage ? '{"unasked": true}\\n' : ''));
+  busy = false;
+  next();
+}
+`;
+
+/** A hot \`cloudevent\` format function: answers each event with its data wrapped. */
+export const CLOUDEVENT_FUNC_JS = `const readline = require('readline');
+let n = 0;
+readline.createInterface({ input: process.stdin }).on('line', (line) => {
+  const ev = JSON.parse(line);
+  n++;
+  const out = { ...ev, contentType: 'application/json', data: { n, host: require('os').hostname(), eventID: ev.eventID, seen: ev },
+    extensions: { ...ev.extensions, protocol: { status_code: 202, headers: { 'X-Event': [ev.eventID] } } } };
+  process.stdout.write(JSON.stringify(out) + '\\n');
+});
+`;
+
+/**
+ * A hot \`http\` format function: reads HTTP/1.1 requests from stdin (with
+ * Content-Length), answers each with an HTTP/1.1 response on stdout
+ * describing the request.
+ */
+export const HTTP_FUNC_JS = `let buf = Buffer.alloc(0);
+let n = 0;
+process.stdin.on('data', (c) => { buf = Buffer.concat([buf, c]); drain(); });
+function drain() {
+  for (;;) {
+    const end = buf.indexOf('\\r\\n\\r\\n');
+    if (end < 0) return;
+    const lines = buf.subarray(0, end).toString('latin1').split('\\r\\n');
+    const [method, target] = lines[0].split(' ');
+    const headers = {};
+    for (const l of lines.slice(1)) { const i = l.indexOf(':'); headers[l.slice(0, i)] = l.slice(i + 1).trim(); }
+    const len = Number(headers['Content-Length'] || 0);
+    if (buf.length < end + 4 + len) return;
+    const body = buf.subarray(end + 4, end + 4 + len).toString();
+    buf = buf.subarray(end + 4 + len);
+    n++;
+    const answer = JSON.stringify({ n, host: require('os').hostname(), method, target, headers, body });
+    process.stdout.write('HTTP/1.1 201 Created\\r\\nContent-Type: application/json\\r\\nX-Seen: yes\\r\\nContent-Length: ' + Buffer.byteLength(answer) + '\\r\\n\\r\\n' + answer);
+  }
+}
+`;
+
+export const formatImages = {
+  cold: () => ensureFunctionImage('cold', COLD_FUNC_JS),
+  json: () => ensureFunctionImage('json', JSON_FUNC_JS),
+  cloudevent: () => ensureFunctionImage('cloudevent', CLOUDEVENT_FUNC_JS),
+  http: () => ensureFunctionImage('http', HTTP_FUNC_JS),
+};

@@ -101,9 +101,9 @@ describe('ResponseParser', () => {
 
 describe('requestHead', () => {
   it('frames the body itself and drops hop headers and header injection', () => {
-    const head = requestHead('/call', ['Content-Type', 'text/plain', 'Host', 'evil', 'Content-Length', '99', 'X-Bad', 'a\r\nInjected: 1', 'Connection', 'close', 'Fn-Call-Id', 'id'], 5);
+    const head = requestHead('POST', '/call', ['Content-Type', 'text/plain', 'Host', 'evil', 'Content-Length', '99', 'X-Bad', 'a\r\nInjected: 1', 'Connection', 'close', 'Fn-Call-Id', 'id'], 5);
     expect(head).toBe('POST /call HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nFn-Call-Id: id\r\nContent-Length: 5\r\n\r\n');
-    expect(requestHead('/call', [], 'chunked')).toBe('POST /call HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n');
+    expect(requestHead('POST', '/call', [], 'chunked')).toBe('POST /call HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n');
   });
 });
 
@@ -120,7 +120,7 @@ describe('ContainerConnection', () => {
     const conn = new ContainerConnection(() => duplex);
     const body = new PassThrough();
     const got: Collected = { body: '', ended: false };
-    conn.send(requestHead('/call', [], 'chunked'), body, {
+    conn.send(requestHead('POST', '/call', [], 'chunked'), body, {
       head: (h) => (got.head = h),
       data: (c) => ((got.body += c.toString()), true),
       end: () => (got.ended = true),
@@ -134,5 +134,29 @@ describe('ContainerConnection', () => {
     await new Promise((r) => setImmediate(r));
     expect(got).toMatchObject({ body: 'ok', ended: true });
     expect(got.head?.status).toBe(200);
+  });
+
+  it('keeps chunked framing whole when the container reads slowly', async () => {
+    // A writable with a tiny buffer that drains late: every write reports backpressure.
+    const wire: Buffer[] = [];
+    const { Duplex } = await import('node:stream');
+    const duplex = new Duplex({
+      highWaterMark: 4,
+      read: () => undefined,
+      write: (chunk: Buffer, _enc, cb) => {
+        wire.push(Buffer.from(chunk));
+        setTimeout(cb, 1);
+      },
+    });
+    const conn = new ContainerConnection(() => duplex);
+    const body = new PassThrough();
+    conn.send(requestHead('POST', '/call', [], 'chunked'), body, { head: () => undefined, data: () => true, end: () => undefined, error: () => undefined });
+    const parts = ['x'.repeat(100), 'y'.repeat(300), 'z'.repeat(7)];
+    for (const p of parts) body.write(p);
+    body.end();
+    await new Promise<void>((r) => body.once('end', () => setTimeout(r, 50)));
+    const sent = Buffer.concat(wire).toString('latin1');
+    const framed = sent.slice(sent.indexOf('\r\n\r\n') + 4);
+    expect(framed).toBe(parts.map((p) => `${p.length.toString(16)}\r\n${p}\r\n`).join('') + '0\r\n\r\n');
   });
 });

@@ -11,7 +11,9 @@
  * retires the container.
  */
 import { connect, type Socket } from 'node:net';
-import type { Duplex, Readable } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
+import { ApiError, E, FunctionError } from '../../models/index.js';
+import { withoutHopHeaders } from './call.js';
 
 /**
  * Headers as alternating names and values, names as sent (the layout of
@@ -238,8 +240,8 @@ export class ResponseParser {
 const FRAMING = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'expect']);
 
 /** Serialises a request head. Names or values with CR or LF are dropped (no header injection). */
-export function requestHead(path: string, headers: RawHeaders, bodyLength: number | 'chunked'): string {
-  let head = `POST ${path} HTTP/1.1\r\nHost: localhost\r\n`;
+export function requestHead(method: string, target: string, headers: RawHeaders, bodyLength: number | 'chunked', host = 'localhost'): string {
+  let head = `${method} ${target} HTTP/1.1\r\nHost: ${host}\r\n`;
   for (let i = 0; i + 1 < headers.length; i += 2) {
     const name = headers[i]!;
     const value = headers[i + 1]!;
@@ -282,6 +284,7 @@ export class ContainerConnection {
     });
     // Whatever ends the connection fails the response in progress, if any.
     socket.on('error', () => parser.closed());
+    socket.on('end', () => parser.closed());
     socket.on('close', () => {
       if (this.socket === socket) this.socket = undefined;
       parser.closed();
@@ -332,7 +335,16 @@ export class ContainerConnection {
       socket.write(head, 'latin1');
       const chunked = head.endsWith('Transfer-Encoding: chunked\r\n\r\n');
       body.on('data', (chunk: Buffer) => {
-        const ok = chunked ? socket.write(`${chunk.length.toString(16)}\r\n`) && socket.write(chunk) && socket.write('\r\n') : socket.write(chunk);
+        let ok: boolean;
+        if (chunked) {
+          // Every part of the frame is written, whatever the buffer says: a
+          // short-circuited write would corrupt the framing.
+          socket.cork();
+          socket.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
+          socket.write(chunk);
+          ok = socket.write('\r\n', 'latin1');
+          socket.uncork();
+        } else ok = socket.write(chunk);
         if (!ok) {
           body.pause();
           socket.once('drain', () => body.resume());
@@ -358,4 +370,105 @@ export class ContainerConnection {
     this.socket?.destroy();
     this.socket = undefined;
   }
+}
+
+/** Bodies up to this size are read whole before answering (Fn buffers every answer). */
+const STREAM_AFTER_BYTES = 1024 * 1024;
+
+/** An HTTP answer as read from the container, before any format maps it. */
+export interface HttpAnswer {
+  readonly status: number;
+  /** Hop-by-hop headers and Content-Length removed. */
+  readonly headers: RawHeaders;
+  /** A Buffer when the whole body was read; else a stream of it. */
+  readonly body: Buffer | Readable;
+}
+
+/**
+ * Sends one request over `conn` and reads the answer. Rejects with
+ * FunctionError `FunctionResponseTooBig` for an oversized body,
+ * `FunctionResponse` when the container does not answer properly, or the
+ * reason given to cancel(). A body over the buffering limit is streamed; a
+ * stream that outgrows `maxResponseBytes` is cut.
+ */
+export function httpExchange(
+  conn: ContainerConnection,
+  head: string,
+  body: Buffer | Readable | null,
+  maxResponseBytes: number,
+): { response: Promise<HttpAnswer>; cancel(reason: unknown): void } {
+  const max = maxResponseBytes > 0 ? maxResponseBytes : Infinity;
+  const bufferLimit = Math.min(max, STREAM_AFTER_BYTES);
+  let cancel: (reason: unknown) => void = () => undefined;
+  const response = new Promise<HttpAnswer>((resolve, reject) => {
+    let answer: { status: number; headers: RawHeaders } | undefined;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let stream: Readable | undefined;
+    let done = false;
+    let ended = false;
+
+    const fail = (err: unknown): void => {
+      if (stream) stream.destroy(err as Error);
+      else if (!done) {
+        done = true;
+        reject(err);
+      }
+    };
+    cancel = (reason) => {
+      if (ended) return;
+      ended = true;
+      conn.destroy();
+      fail(reason);
+    };
+
+    const resume = conn.send(head, body, {
+      head: (h) => {
+        answer = { status: h.status, headers: withoutHopHeaders(h.headers, 'content-length') };
+      },
+      data: (chunk) => {
+        size += chunk.length;
+        if (size > max) {
+          conn.destroy();
+          fail(new FunctionError(E.FunctionResponseTooBig));
+          return false;
+        }
+        if (stream) return stream.push(chunk);
+        chunks.push(chunk);
+        if (size > bufferLimit) {
+          // Too big to hold: hand over a stream of what came and what follows.
+          stream = new Readable({
+            read: () => resume(),
+            destroy: (err, cb) => {
+              // Abandoned mid-answer: the connection holds the rest, so it goes.
+              if (!ended) {
+                ended = true;
+                conn.destroy();
+              }
+              cb(err);
+            },
+          });
+          for (const c of chunks.splice(0)) stream.push(c);
+          done = true;
+          resolve({ status: answer!.status, headers: answer!.headers, body: stream });
+        }
+        return true;
+      },
+      end: () => {
+        ended = true;
+        if (stream) {
+          stream.push(null);
+          return;
+        }
+        done = true;
+        resolve({ status: answer!.status, headers: answer!.headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) });
+      },
+      error: (err) => {
+        ended = true;
+        if (err instanceof ApiError) fail(err);
+        else fail(new FunctionError(E.FunctionResponse, { cause: err }));
+      },
+    });
+  });
+  return { response, cancel: (reason) => cancel(reason) };
 }

@@ -65,6 +65,17 @@ const m0001: Migration = {
   },
 };
 
+// fns.format: how the agent talks to the container (issue: stdio and cold formats).
+const m0002: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('fns').addColumn('format', 'varchar(32)', (c) => c.notNull().defaultTo('http-stream')).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('fns').dropColumn('format').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
+  '0002_fn_format': m0002,
 };

@@ -5,6 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { newAppFromJson, newFnFromJson } from '../../models/index.js';
 import { runDatastoreContract } from '../datastore.contract.js';
 import { openSqlDatastore, openSqlite, sqlitePath } from './dialects.js';
+import { migrations } from './migrations.js';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, SqliteDialect } from 'kysely';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-sqlite-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -26,6 +29,29 @@ describe('sqlite datastore', () => {
     expect(await second.getAppById(app.id)).toEqual(app);
     expect(await second.getFnById(fn.id)).toEqual(fn);
     await second.close();
+  });
+
+  it('upgrades a database made before fns had a format, keeping every fn', async () => {
+    const path = join(dir, 'old-schema.db');
+    const old = new Kysely<any>({ dialect: new SqliteDialect({ database: new BetterSqlite3(path) }) });
+    const migrator = new Migrator({
+      db: old,
+      provider: { getMigrations: async () => ({ '0001_initial': migrations['0001_initial']! }) },
+      migrationTableName: 'fnts_migrations',
+      migrationLockTableName: 'fnts_migrations_lock',
+    });
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    const now = new Date().toISOString();
+    await old.insertInto('apps').values({ id: 'A', name: 'a', config: '{}', annotations: '{}', syslog_url: null, shape: 'GENERIC_X86', created_at: now, updated_at: now }).execute();
+    await old
+      .insertInto('fns')
+      .values({ id: 'F', name: 'f', app_id: 'A', image: 'i:1', memory: 128, timeout: 30, idle_timeout: 30, config: '{}', annotations: '{}', shape: 'GENERIC_X86', created_at: now, updated_at: now })
+      .execute();
+    await old.destroy();
+
+    const store = await openSqlite(path);
+    expect(await store.getFnById('F')).toMatchObject({ id: 'F', name: 'f', format: 'http-stream' });
+    await store.close();
   });
 
   it('reads Fn-style FN_DB_URLs', () => {

@@ -4,7 +4,7 @@
  * `openSqlDatastore` (dialects.ts) knows which database it talks to.
  */
 import { Migrator, type Kysely, type Selectable, type Transaction } from 'kysely';
-import type { App, AppShape, Fn, Trigger, TriggerType } from '../../models/index.js';
+import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../models/index.js';
 import { ApiError, E } from '../../models/index.js';
 import type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from '../datastore.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
@@ -29,6 +29,7 @@ export interface FnsTable {
   memory: number;
   timeout: number;
   idle_timeout: number;
+  format: string;
   config: string;
   annotations: string;
   shape: string;
@@ -93,6 +94,7 @@ const fnRow = (f: Fn): FnsTable => ({
   memory: f.memory,
   timeout: f.timeout,
   idle_timeout: f.idle_timeout,
+  format: f.format,
   config: JSON.stringify(f.config),
   annotations: JSON.stringify(f.annotations),
   shape: f.shape,
@@ -109,6 +111,7 @@ const toFn = (r: Selectable<FnsTable>): Fn => ({
   memory: Number(r.memory),
   timeout: Number(r.timeout),
   idle_timeout: Number(r.idle_timeout),
+  format: r.format as FnFormat,
   config: JSON.parse(r.config) as Fn['config'],
   annotations: JSON.parse(r.annotations) as Fn['annotations'],
   shape: r.shape as AppShape,

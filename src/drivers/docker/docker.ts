@@ -6,7 +6,7 @@
  * no extra swap, a CPU quota from milli-CPUs, no log driver (output is
  * attached and streamed to the caller's sinks).
  */
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import Docker from 'dockerode';
 import {
   DriverError,
@@ -15,8 +15,10 @@ import {
   type ContainerSpec,
   type Cookie,
   type Driver,
+  type PrepareTimings,
   type RunResult,
   type RunStatus,
+  type Stat,
 } from '../driver.js';
 
 export interface DockerDriverOptions {
@@ -131,7 +133,9 @@ export class DockerDriver implements Driver {
 
   async prepare(spec: ContainerSpec, signal?: AbortSignal): Promise<Cookie> {
     if (this.closed) throw new DriverError('driver is closed');
+    const t0 = performance.now();
     const image = await this.imageInfo(spec.image, signal);
+    const t1 = performance.now();
     if (signal?.aborted) throw abortError(signal);
     const o = this.options;
     const user = o.unprivileged ? (ROOT_USERS.has(image.user) ? '1000:1000' : image.user) : undefined;
@@ -177,7 +181,7 @@ export class DockerDriver implements Driver {
       }
       throw new DriverError(`Docker engine error creating a container for ${spec.image}: ${engineMessage(err)}`, { cause: err });
     }
-    const cookie = new DockerCookie(this.docker, container, spec);
+    const cookie = new DockerCookie(this.docker, container, spec, { imageMs: t1 - t0, createMs: performance.now() - t1 });
     try {
       if (spec.logs || spec.stdin) await cookie.attach();
     } catch (err) {
@@ -221,10 +225,14 @@ class DockerCookie implements Cookie {
   private killedAs: RunStatus | undefined;
   private closing: Promise<void> | undefined;
 
+  /** Resolves when the attached output stream has ended (all output delivered). */
+  private outputDone: Promise<void> = Promise.resolve();
+
   constructor(
     private readonly docker: Docker,
     private readonly container: Docker.Container,
     private readonly spec: ContainerSpec,
+    readonly timings: PrepareTimings,
   ) {
     this.id = container.id;
     this.settled = new Promise<RunResult>((resolve) => (this.settle = resolve));
@@ -243,6 +251,10 @@ class DockerCookie implements Cookie {
     const logs = this.spec.logs;
     if (logs) this.docker.modem.demuxStream(stream, logs.stdout, logs.stderr);
     else (stream as unknown as NodeJS.ReadableStream).resume();
+    this.outputDone = new Promise<void>((resolve) => {
+      (stream as unknown as NodeJS.EventEmitter).once('end', resolve);
+      (stream as unknown as NodeJS.EventEmitter).once('close', resolve);
+    });
     // An attach stream may error when the container is removed under it; that is the end, not a failure.
     (stream as unknown as NodeJS.EventEmitter).on('error', () => {});
     if (this.spec.stdin) this.stdin = stream as unknown as Writable;
@@ -275,6 +287,8 @@ class DockerCookie implements Cookie {
     } catch {
       // Removed while waiting: killed.
     }
+    // The output may still be on its way when the exit is reported; a second is plenty.
+    await Promise.race([this.outputDone, new Promise((r) => setTimeout(r, 1000).unref())]);
     let oomKilled = false;
     try {
       const info = await this.container.inspect();
@@ -298,6 +312,46 @@ class DockerCookie implements Cookie {
 
   wait(): Promise<RunResult> {
     return this.result ?? this.settled;
+  }
+
+  watchStats(onStat: (stat: Stat) => void, intervalMs: number): () => void {
+    // The engine publishes a container's stats once a second to whoever
+    // listens: one stream per watch costs a single request, where polling
+    // would cost one per reading and wait for the same publication anyway.
+    let stream: Readable | undefined;
+    let stopped = false;
+    let last = 0;
+    let pending = '';
+    void this.container
+      .stats({ stream: true })
+      .then((s) => {
+        stream = s as unknown as Readable;
+        if (stopped) return stream.destroy();
+        stream.on('error', () => undefined);
+        stream.on('data', (chunk: Buffer) => {
+          pending += chunk.toString('utf8');
+          let nl: number;
+          while ((nl = pending.indexOf('\n')) >= 0) {
+            const line = pending.slice(0, nl);
+            pending = pending.slice(nl + 1);
+            const now = Date.now();
+            // Readings closer than the interval are skipped (the first always counts).
+            if (stopped || line.trim() === '' || (last > 0 && now - last < intervalMs * 0.9)) continue;
+            try {
+              const metrics = statMetrics(JSON.parse(line) as DockerStats);
+              last = now;
+              onStat({ timestamp: now, metrics });
+            } catch {
+              // a torn or odd line: skip it
+            }
+          }
+        });
+      })
+      .catch(() => undefined);
+    return () => {
+      stopped = true;
+      stream?.destroy();
+    };
   }
 
   async freeze(): Promise<void> {
@@ -331,4 +385,39 @@ class DockerCookie implements Cookie {
     })();
     return this.closing;
   }
+}
+
+interface DockerStats {
+  networks?: Record<string, { rx_bytes?: number; tx_bytes?: number }>;
+  memory_stats?: { usage?: number; limit?: number };
+  blkio_stats?: { io_service_bytes_recursive?: Array<{ op?: string; value?: number }> | null };
+  cpu_stats?: { cpu_usage?: { total_usage?: number; usage_in_usermode?: number; usage_in_kernelmode?: number } };
+}
+
+/** Docker's stats JSON as Fn's metrics. */
+function statMetrics(s: DockerStats): Record<string, number> {
+  let rx = 0;
+  let tx = 0;
+  for (const n of Object.values(s.networks ?? {})) {
+    rx += n.rx_bytes ?? 0;
+    tx += n.tx_bytes ?? 0;
+  }
+  let read = 0;
+  let write = 0;
+  for (const io of s.blkio_stats?.io_service_bytes_recursive ?? []) {
+    if (io.op?.toLowerCase() === 'read') read += io.value ?? 0;
+    if (io.op?.toLowerCase() === 'write') write += io.value ?? 0;
+  }
+  const cpu = s.cpu_stats?.cpu_usage ?? {};
+  return {
+    net_rx: rx,
+    net_tx: tx,
+    mem_limit: s.memory_stats?.limit ?? 0,
+    mem_usage: s.memory_stats?.usage ?? 0,
+    disk_read: read,
+    disk_write: write,
+    cpu_user: cpu.usage_in_usermode ?? 0,
+    cpu_total: cpu.total_usage ?? 0,
+    cpu_kernel: cpu.usage_in_kernelmode ?? 0,
+  };
 }

@@ -8,7 +8,7 @@ import { mkdirSync, symlinkSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
-import { DriverError, ImageError, type ContainerSpec, type Cookie, type Driver, type RunResult } from '../driver.js';
+import { DriverError, ImageError, type ContainerSpec, type Cookie, type Driver, type RunResult, type Stat } from '../driver.js';
 
 export interface FakeFunction {
   /** Answers one call, as the function would. */
@@ -66,6 +66,7 @@ export class FakeDriver implements Driver {
 class FakeCookie implements Cookie {
   readonly id: string;
   readonly stdin: Writable | null = null;
+  readonly timings = { imageMs: 0, createMs: 0 };
   private server: Server | undefined;
   private exited!: (r: RunResult) => void;
   private readonly result: Promise<RunResult>;
@@ -100,6 +101,14 @@ class FakeCookie implements Cookie {
 
   wait(): Promise<RunResult> {
     return this.result;
+  }
+
+  watchStats(onStat: (stat: Stat) => void, intervalMs: number): () => void {
+    const timer = setInterval(() => {
+      if (this.state.removed) return;
+      onStat({ timestamp: Date.now(), metrics: { mem_usage: 1024 * 1024 * (this.state.calls + 1), mem_limit: this.spec.memoryBytes, cpu_total: this.state.calls } });
+    }, intervalMs);
+    return () => clearInterval(timer);
   }
 
   async freeze(): Promise<void> {

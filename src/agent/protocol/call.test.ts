@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rfc3339, withoutHopHeaders } from './http-stream.js';
+import { canonical, headerLists, rfc3339, withoutHopHeaders } from './call.js';
 
 describe('withoutHopHeaders', () => {
   it('drops hop-by-hop headers, those Connection names, and the one asked for', () => {
@@ -14,5 +14,12 @@ describe('rfc3339', () => {
   it('formats like Go\'s time.RFC3339 in UTC, without fractions', () => {
     expect(rfc3339(new Date('2026-11-22T17:13:00.987Z'))).toBe('2026-11-22T17:13:00Z');
     expect(rfc3339(new Date('2026-11-22T17:13:01.001Z'))).toBe('2026-11-22T17:13:01Z');
+  });
+});
+
+describe('canonical and headerLists', () => {
+  it('write header names the way Go and the FDKs do, values grouped by name', () => {
+    expect(canonical('x-my-HEADER')).toBe('X-My-Header');
+    expect(headerLists(['content-type', 'a', 'X-Multi', '1', 'x-multi', '2'])).toEqual({ 'Content-Type': ['a'], 'X-Multi': ['1', '2'] });
   });
 });

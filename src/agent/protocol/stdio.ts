@@ -1,0 +1,285 @@
+/**
+ * The hot stdin/stdout formats of the 2018 FDKs. One container serves many
+ * calls over its stdin and stdout, one at a time:
+ *
+ *   http        an HTTP/1.1 request written to stdin (the caller's method,
+ *               path and headers, plus Fn_deadline, Fn_request_url,
+ *               Fn_call_id, Fn_method, and Content-Length); the answer is an
+ *               HTTP/1.1 response read from stdout
+ *   json        one JSON object per call on stdin: call_id, content_type,
+ *               deadline, body (a string), protocol {type, method,
+ *               request_url, headers}; the answer is one JSON object on
+ *               stdout: body, content_type, protocol {status_code, headers}
+ *   cloudevent  as json, the call wrapped as a CloudEvent (eventID = call id,
+ *               contentType, data = body, extensions {deadline, protocol});
+ *               the answer is the event with its data changed
+ *
+ * The answers are the caller's answers (no Fn-Http-* mapping). A stream in
+ * an unknown state (a timed-out call, output nobody asked for) must not reach
+ * the next call: the container is then retired.
+ */
+import { Duplex, type Readable, type Writable } from 'node:stream';
+import { E, FunctionError } from '../../models/index.js';
+import { headerLists, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
+import { ContainerConnection, httpExchange, requestHead, type RawHeaders } from './http1.js';
+
+/** stdin and stdout of a container as one duplex stream, for HTTP framing. */
+class StdioDuplex extends Duplex {
+  constructor(
+    private readonly stdin: Writable,
+    private readonly stdout: Readable,
+  ) {
+    super();
+    stdout.on('data', (chunk: Buffer) => {
+      if (!this.push(chunk)) stdout.pause();
+    });
+    stdout.once('end', () => this.push(null));
+    stdin.once('error', (err) => this.destroy(err));
+  }
+
+  override _read(): void {
+    this.stdout.resume();
+  }
+
+  override _write(chunk: Buffer, encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    this.stdin.write(chunk, encoding, done);
+  }
+}
+
+/** A connection over the container's stdio: there is only one; once broken it stays broken. */
+export function stdioConnection(stdin: Writable, stdout: Readable): ContainerConnection {
+  const duplex = new StdioDuplex(stdin, stdout);
+  return new ContainerConnection(() => {
+    if (duplex.destroyed) throw new FunctionError(E.FunctionResponse, { message: 'the container\'s stdio stream is closed' });
+    return duplex;
+  });
+}
+
+function bodyLength(req: CallRequest): number | 'chunked' {
+  return req.body === null ? 0 : Buffer.isBuffer(req.body) ? req.body.length : (req.bodyLength ?? 'chunked');
+}
+
+/** The `http` format: the caller's request, with Fn's extra headers, as HTTP/1.1 on stdin. */
+export function stdioHttpExchange(conn: ContainerConnection, req: CallRequest, opts: ExchangeOptions): Exchange {
+  const url = new URL(req.url);
+  const headers = req.headers.concat('Fn_deadline', rfc3339(opts.deadline), 'Fn_request_url', req.url, 'Fn_call_id', req.id, 'Fn_method', req.method);
+  const x = httpExchange(conn, requestHead(req.method, url.pathname + url.search, headers, bodyLength(req), url.host), req.body, opts.maxResponseBytes);
+  return { response: x.response, cancel: x.cancel };
+}
+
+/**
+ * Splits a byte stream into top-level JSON objects: braces counted outside
+ * strings, escapes honoured. Whitespace between objects is skipped;
+ * anything else is a protocol error.
+ */
+export class JsonObjectSplitter {
+  private text = '';
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  private start = -1;
+  private scanned = 0;
+
+  /** Appends bytes and returns every object completed by them, as text. */
+  push(chunk: Buffer): string[] {
+    this.text += chunk.toString('utf8');
+    const out: string[] = [];
+    for (let i = this.scanned; i < this.text.length; i++) {
+      const c = this.text.charCodeAt(i);
+      if (this.start < 0) {
+        if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+        if (c !== 0x7b) throw new FunctionError(E.FunctionInvalidResponse, { message: 'invalid function response: expected a JSON object on stdout' });
+        this.start = i;
+        this.depth = 1;
+        continue;
+      }
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === 0x5c) this.escaped = true;
+        else if (c === 0x22) this.inString = false;
+      } else if (c === 0x22) this.inString = true;
+      else if (c === 0x7b || c === 0x5b) this.depth++;
+      else if (c === 0x7d || c === 0x5d) {
+        if (--this.depth === 0) {
+          out.push(this.text.slice(this.start, i + 1));
+          this.text = this.text.slice(i + 1);
+          i = -1;
+          this.start = -1;
+          continue;
+        }
+      }
+    }
+    this.scanned = this.text.length;
+    return out;
+  }
+
+  /** Bytes of an object not yet complete, or non-space output after one. */
+  get pending(): number {
+    return this.start >= 0 ? this.text.length - this.start : this.text.trim().length;
+  }
+}
+
+/**
+ * One JSON object per call over stdin/stdout. An answer with more output
+ * after it, or a call abandoned midway, spends the channel: `spent` tells
+ * the container to leave service after this call.
+ */
+export class JsonChannel {
+  private readonly splitter = new JsonObjectSplitter();
+  private waiting: { resolve: (v: unknown) => void; reject: (e: unknown) => void; max: number } | undefined;
+  private broken: unknown;
+  spent = false;
+
+  constructor(
+    private readonly stdin: Writable,
+    stdout: Readable,
+  ) {
+    stdout.on('data', (chunk: Buffer) => this.onData(chunk));
+    stdout.once('end', () => this.fail(new FunctionError(E.FunctionResponse, { message: 'the function closed its stdout' })));
+    stdin.once('error', (err) => this.fail(new FunctionError(E.FunctionResponse, { cause: err })));
+  }
+
+  private onData(chunk: Buffer): void {
+    let objects: string[];
+    try {
+      objects = this.splitter.push(chunk);
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    for (const text of objects) {
+      const w = this.waiting;
+      if (!w) {
+        this.spent = true; // output nobody asked for
+        continue;
+      }
+      this.waiting = undefined;
+      if (this.splitter.pending > 0) this.spent = true;
+      try {
+        w.resolve(JSON.parse(text));
+      } catch (err) {
+        w.reject(new FunctionError(E.FunctionInvalidResponse, { message: `invalid function response: ${(err as Error).message}` }));
+      }
+    }
+    const w = this.waiting;
+    if (w && this.splitter.pending > w.max) this.fail(new FunctionError(E.FunctionResponseTooBig));
+  }
+
+  private fail(err: unknown): void {
+    this.broken ??= err;
+    this.spent = true;
+    const w = this.waiting;
+    this.waiting = undefined;
+    w?.reject(err);
+  }
+
+  /** Writes one object and resolves with the next object the function writes. */
+  request(message: unknown, maxResponseBytes: number): Promise<unknown> {
+    if (this.broken) return Promise.reject(this.broken);
+    if (this.waiting) return Promise.reject(new FunctionError(E.FunctionResponse, { message: 'a call is already in progress' }));
+    return new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject, max: maxResponseBytes > 0 ? maxResponseBytes : 64 * 1024 * 1024 };
+      this.stdin.write(`${JSON.stringify(message)}\n`);
+    });
+  }
+
+  /** Abandons the call in progress: its answer may still come, so the channel is spent. */
+  abandon(reason: unknown): void {
+    this.fail(reason);
+  }
+}
+
+/** The request body as one string, read whole (the JSON formats carry it inside the message). */
+async function bodyText(req: CallRequest): Promise<string> {
+  if (req.body === null) return '';
+  if (Buffer.isBuffer(req.body)) return req.body.toString('utf8');
+  const chunks: Buffer[] = [];
+  for await (const c of req.body) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function contentTypeOf(headers: RawHeaders): string {
+  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toLowerCase() === 'content-type') return headers[i + 1]!;
+  return '';
+}
+
+interface ProtocolOut {
+  status_code?: unknown;
+  headers?: unknown;
+}
+
+/** Turns a JSON-format answer into the caller's answer. */
+function answerFrom(body: unknown, contentType: unknown, protocol: ProtocolOut | undefined): CallResponse {
+  const bytes = Buffer.from(typeof body === 'string' ? body : body === undefined || body === null ? '' : JSON.stringify(body), 'utf8');
+  const headers: RawHeaders = [];
+  if (protocol && typeof protocol.headers === 'object' && protocol.headers !== null) {
+    for (const [name, values] of Object.entries(protocol.headers as Record<string, unknown>)) {
+      for (const v of Array.isArray(values) ? values : [values]) if (typeof v === 'string' && name.toLowerCase() !== 'content-length') headers.push(name, v);
+    }
+  }
+  headers.push('Content-Type', typeof contentType === 'string' && contentType !== '' ? contentType : 'application/json');
+  const code = Number(protocol?.status_code);
+  return { status: Number.isInteger(code) && code >= 100 && code <= 599 ? code : 200, headers, body: bytes };
+}
+
+function jsonFormatExchange(channel: JsonChannel, req: CallRequest, opts: ExchangeOptions, build: (body: string) => unknown, read: (answer: unknown) => CallResponse): Exchange {
+  const response = (async () => {
+    const body = await bodyText(req);
+    const answer = await channel.request(build(body), opts.maxResponseBytes);
+    if (typeof answer !== 'object' || answer === null) throw new FunctionError(E.FunctionInvalidResponse);
+    return read(answer);
+  })();
+  return { response, cancel: (reason) => channel.abandon(reason) };
+}
+
+function protocolIn(req: CallRequest): Record<string, unknown> {
+  return { type: 'http', method: req.method, request_url: req.url, headers: headerLists(req.headers) };
+}
+
+/** The `json` format. */
+export function jsonExchange(channel: JsonChannel, req: CallRequest, opts: ExchangeOptions): Exchange {
+  return jsonFormatExchange(
+    channel,
+    req,
+    opts,
+    (body) => ({ call_id: req.id, content_type: contentTypeOf(req.headers), deadline: rfc3339(opts.deadline), body, protocol: protocolIn(req) }),
+    (answer) => {
+      const a = answer as { body?: unknown; content_type?: unknown; protocol?: ProtocolOut };
+      return answerFrom(a.body, a.content_type, a.protocol);
+    },
+  );
+}
+
+/** The `cloudevent` format (CloudEvents 0.1, as Fn used them). */
+export function cloudEventExchange(channel: JsonChannel, req: CallRequest, opts: ExchangeOptions): Exchange {
+  return jsonFormatExchange(
+    channel,
+    req,
+    opts,
+    (body) => {
+      const contentType = contentTypeOf(req.headers);
+      let data: unknown = body;
+      if (/json/i.test(contentType) && body !== '') {
+        try {
+          data = JSON.parse(body);
+        } catch {
+          data = body;
+        }
+      }
+      return {
+        cloudEventsVersion: '0.1',
+        eventID: req.id,
+        source: req.url,
+        eventType: 'io.fnproject.httprequest',
+        eventTime: new Date().toISOString(),
+        contentType,
+        data,
+        extensions: { deadline: rfc3339(opts.deadline), protocol: protocolIn(req) },
+      };
+    },
+    (answer) => {
+      const ev = answer as { data?: unknown; contentType?: unknown; extensions?: { protocol?: ProtocolOut } };
+      return answerFrom(ev.data, ev.contentType, ev.extensions?.protocol);
+    },
+  );
+}
