@@ -341,18 +341,11 @@ export class Agent {
       if (!token) throw serverBusy();
       return token;
     }
-    const slotTimeout = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
-    const cancelled = new AbortController();
-    control.onCancel = (reason) => cancelled.abort(reason);
-    try {
-      return await this.o.resources.reserve(request, AbortSignal.any([cancelled.signal, slotTimeout]));
-    } catch (err) {
-      if (control.reason !== undefined) throw control.reason;
-      if (slotTimeout.aborted) throw serverBusy();
-      throw launchError(err);
-    } finally {
-      control.onCancel = undefined;
-    }
+    return this.untilSlotDeadline(spec, control, (signal) =>
+      this.o.resources.reserve(request, signal).catch((err: unknown) => {
+        throw signal.aborted ? err : launchError(err);
+      }),
+    );
   }
 
   private labels(spec: FunctionSpec): Record<string, string> {
@@ -367,21 +360,34 @@ export class Agent {
 
   /** Waits for a container of `queue` until the slot deadline (half the fn's timeout) or a cancel. */
   private async waitForContainer(queue: SlotQueue<HotContainer>, spec: FunctionSpec, control: CallControl): Promise<HotContainer> {
+    try {
+      return await this.untilSlotDeadline(spec, control, (signal) => {
+        const acquired = queue.acquire(signal);
+        this.checkLaunch(queue, spec);
+        this.ensurePoll(queue, spec);
+        return acquired;
+      });
+    } finally {
+      this.trimReservations(queue);
+    }
+  }
+
+  /**
+   * Runs `wait` until the slot deadline (half the fn's timeout; then 503
+   * Timed out - server too busy) or the caller's cancel (its reason is thrown).
+   */
+  private async untilSlotDeadline<T>(spec: FunctionSpec, control: CallControl, wait: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const slotTimeout = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
     const cancelled = new AbortController();
     control.onCancel = (reason) => cancelled.abort(reason);
-    const acquired = queue.acquire(AbortSignal.any([cancelled.signal, slotTimeout]));
-    this.checkLaunch(queue, spec);
-    this.ensurePoll(queue, spec);
     try {
-      return await acquired;
+      return await wait(AbortSignal.any([cancelled.signal, slotTimeout]));
     } catch (err) {
       if (control.reason !== undefined) throw control.reason;
       if (slotTimeout.aborted) throw serverBusy();
       throw err;
     } finally {
       control.onCancel = undefined;
-      this.trimReservations(queue);
     }
   }
 

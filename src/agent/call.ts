@@ -26,6 +26,17 @@ export interface FunctionSpec {
   readonly env: Readonly<Record<string, string>>;
 }
 
+/** What every container of the fn gets from the engine, whatever its format. */
+export function containerBase(spec: FunctionSpec): { image: string; memoryBytes: number; cpuMillis: number; tmpfsBytes: number } {
+  return {
+    image: spec.image,
+    memoryBytes: spec.memoryMB * 1024 * 1024,
+    cpuMillis: spec.cpuMillis,
+    // A writable /tmp as large as the fn's memory (at least 16 MB).
+    tmpfsBytes: Math.max(spec.memoryMB, 16) * 1024 * 1024,
+  };
+}
+
 export function functionSpec(app: App, fn: Fn): FunctionSpec {
   const env: Record<string, string> = {
     ...app.config,

@@ -8,10 +8,10 @@
 import { Writable } from 'node:stream';
 import type { Cookie, Driver, RunResult } from '../drivers/index.js';
 import { E, FunctionError } from '../models/index.js';
-import type { FunctionSpec } from './call.js';
-import type { LogSink } from './logs.js';
+import { containerBase, type FunctionSpec } from './call.js';
+import { answerOnStdout, type LogSink } from './logs.js';
 import type { CallRequest, CallResponse } from './protocol/call.js';
-import type { CallTrace } from './trace.js';
+import { startTimings, type CallTrace } from './trace.js';
 
 export interface ColdContainerOptions {
   readonly id: string;
@@ -46,10 +46,6 @@ class Collector extends Writable {
     }
     done();
   }
-}
-
-function discard(): Writable {
-  return new Writable({ write: (_c, _e, done) => done() });
 }
 
 /** The request, as the cold contract puts it in the environment. */
@@ -96,16 +92,13 @@ export class ColdContainer {
     const stdout = new Collector(max, () => kill('too-big'));
 
     this.cookie = await this.o.driver.prepare({
+      ...containerBase(spec),
       id: this.o.id,
-      image: spec.image,
       env: callEnv(spec, req, deadline),
-      memoryBytes: spec.memoryMB * 1024 * 1024,
-      cpuMillis: spec.cpuMillis,
       labels: this.o.labels,
       mounts: [],
-      tmpfsBytes: Math.max(spec.memoryMB, 16) * 1024 * 1024,
       stdin: true,
-      logs: { stdout, stderr: this.o.logs?.stderr ?? discard() },
+      logs: answerOnStdout(stdout, this.o.logs),
     });
     const cookie = this.cookie;
     const timer = setTimeout(() => kill('timeout'), Math.max(0, deadline.getTime() - Date.now()));
@@ -114,7 +107,7 @@ export class ColdContainer {
       const created = performance.now();
       await cookie.run();
       trace.started(
-        { image_ms: Math.round(cookie.timings.imageMs), create_ms: Math.round(cookie.timings.createMs), start_ms: Math.round(performance.now() - created) },
+        startTimings(cookie.timings, performance.now() - created),
         (onStat, ms) => cookie.watchStats(onStat, ms),
         statsIntervalMs,
       );

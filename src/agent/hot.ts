@@ -15,17 +15,17 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { chmod, lstat, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough, Writable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError } from '../models/index.js';
-import type { FunctionSpec } from './call.js';
+import { containerBase, type FunctionSpec } from './call.js';
 import type { CallRequest, Exchange } from './protocol/call.js';
 import { ContainerConnection } from './protocol/http1.js';
 import { httpStreamExchange } from './protocol/http-stream.js';
 import { cloudEventExchange, JsonChannel, jsonExchange, stdioConnection, stdioHttpExchange } from './protocol/stdio.js';
 import type { ResourceToken } from './resource.js';
-import type { LogSink } from './logs.js';
-import type { StartTimings } from './trace.js';
+import { answerOnStdout, type LogSink } from './logs.js';
+import { startTimings, type StartTimings } from './trace.js';
 
 export type HotState = 'starting' | 'idle' | 'busy' | 'retired';
 
@@ -97,26 +97,21 @@ export class HotContainer {
       // The stdio formats answer on stdout, so it is always taken; stderr is the log.
       const stdout = socket ? undefined : new PassThrough();
       this.stdout = stdout;
-      const logs = stdout ? { stdout, stderr: this.o.logs?.stderr ?? discard() } : this.o.logs;
       this.cookie = await this.o.driver.prepare({
+        ...containerBase(spec),
         id: this.id,
-        image: spec.image,
         env: spec.env,
-        memoryBytes: spec.memoryMB * 1024 * 1024,
-        cpuMillis: spec.cpuMillis,
         labels: this.o.labels,
         mounts: socket ? [{ hostPath: dir, containerPath: '/tmp/iofs' }] : [],
-        tmpfsBytes: Math.max(spec.memoryMB, 16) * 1024 * 1024,
         stdin: !socket,
-        logs,
+        logs: stdout ? answerOnStdout(stdout, this.o.logs) : this.o.logs,
       });
       const ready = socket ? this.waitForListener(join(dir, LISTENER)) : undefined;
       const started = performance.now();
       await this.cookie.run();
       void this.cookie.wait().then((r) => this.onExit(r));
       if (ready) await ready;
-      const t = this.cookie.timings;
-      this.startTimings = { image_ms: Math.round(t.imageMs), create_ms: Math.round(t.createMs), start_ms: Math.round(performance.now() - started) };
+      this.startTimings = startTimings(this.cookie.timings, performance.now() - started);
       if (ready) {
         this.client = ContainerConnection.unix(join(dir, LISTENER));
       } else if (spec.format === 'http') {
@@ -314,9 +309,4 @@ export class HotContainer {
     })();
     return this.retiring;
   }
-}
-
-/** A sink that drops what it is given (stderr when nobody logs it). */
-function discard(): Writable {
-  return new Writable({ write: (_chunk, _enc, done) => done() });
 }

@@ -38,6 +38,19 @@ class LineLogger extends Writable {
   }
 }
 
+/** A sink that drops what it is given. */
+function discard(): Writable {
+  return new Writable({ write: (_chunk, _enc, done) => done() });
+}
+
+/**
+ * Sinks for a container whose stdout is its answer (the stdio formats, cold
+ * calls): `stdout` takes it, stderr goes to the log, or nowhere.
+ */
+export function answerOnStdout(stdout: Writable, logs: LogSink | undefined): LogSink {
+  return { stdout, stderr: logs?.stderr ?? discard() };
+}
+
 /**
  * Sinks for a container's output, or undefined when nothing would be logged
  * (the engine then discards it: no stream to carry on the hot path).

@@ -5,7 +5,7 @@
  * when the call ends. With no listener nothing is sampled or built: the hot
  * path pays only for what someone reads.
  */
-import { decimate, type Stat } from '../drivers/index.js';
+import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
 import { callStatus, type CallRecord, type CallTimings } from '../models/index.js';
 import type { FunctionSpec } from './call.js';
 import type { CallRequest } from './protocol/call.js';
@@ -28,14 +28,19 @@ export interface CallListener {
   onCallEnd?(call: CallInfo, outcome: CallOutcome): void;
 }
 
-/** Timings of the container start a call waited for. */
 /** Starts watching a container's resource use; the returned function stops it. */
 export type StatsWatch = (onStat: (stat: Stat) => void, intervalMs: number) => () => void;
 
+/** Timings of the container start a call waited for. */
 export interface StartTimings {
   readonly image_ms: number;
   readonly create_ms: number;
   readonly start_ms: number;
+}
+
+/** The driver's prepare timings and the time from run to ready, as a call record keeps them. */
+export function startTimings(prepared: PrepareTimings, startMs: number): StartTimings {
+  return { image_ms: Math.round(prepared.imageMs), create_ms: Math.round(prepared.createMs), start_ms: Math.round(startMs) };
 }
 
 /** At most this many stat points are kept per call. */

@@ -231,7 +231,7 @@ export class InvokeHandler {
     res.setHeader('Fn-Call-Id', callId);
     res.setHeader('Content-Type', 'application/json; charset=utf-8');
     res.setHeader('Content-Length', Buffer.byteLength(body));
-    if (!req.complete) discardRest(req, res);
+    if (!req.complete) discardRest(req);
     res.end(body);
   }
 
@@ -260,7 +260,7 @@ const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
  * so a client still uploading gets the answer rather than a broken pipe, and
  * the connection stays usable. Past DISCARD_LIMIT_BYTES the connection is cut.
  */
-function discardRest(req: IncomingMessage, res: ServerResponse): void {
+function discardRest(req: IncomingMessage): void {
   let seen = 0;
   req.unpipe();
   req.removeAllListeners('data');

@@ -24,6 +24,11 @@ export interface CallRequest {
   readonly bodyLength?: number | undefined;
 }
 
+/** How the request body is framed to the container: its length, or chunked when unknown. */
+export function bodyFraming(req: CallRequest): number | 'chunked' {
+  return req.body === null ? 0 : Buffer.isBuffer(req.body) ? req.body.length : (req.bodyLength ?? 'chunked');
+}
+
 export interface CallResponse {
   readonly status: number;
   /** Headers for the caller (hop-by-hop ones and Content-Length removed). */

@@ -11,7 +11,7 @@
  * trigger, only Fn-Http-H-X (as X) and Content-Type pass, and Fn-Http-Status
  * sets the status unless the function itself failed (>= 400).
  */
-import { canonical, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
+import { bodyFraming, canonical, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
 import { httpExchange, requestHead, sameName, type ContainerConnection, type RawHeaders } from './http1.js';
 
 function triggerRequestHeaders(req: CallRequest): RawHeaders {
@@ -45,8 +45,7 @@ function triggerAnswer(status: number, headers: RawHeaders): { status: number; h
 /** One call over the FDK socket. */
 export function httpStreamExchange(conn: ContainerConnection, req: CallRequest, opts: ExchangeOptions): Exchange {
   const headers = (req.trigger ? triggerRequestHeaders(req) : req.headers).concat('Fn-Call-Id', req.id, 'Fn-Deadline', rfc3339(opts.deadline));
-  const length = req.body === null ? 0 : Buffer.isBuffer(req.body) ? req.body.length : (req.bodyLength ?? 'chunked');
-  const x = httpExchange(conn, requestHead('POST', '/call', headers, length), req.body, opts.maxResponseBytes);
+  const x = httpExchange(conn, requestHead('POST', '/call', headers, bodyFraming(req)), req.body, opts.maxResponseBytes);
   const response: Promise<CallResponse> = req.trigger
     ? x.response.then((a) => ({ ...triggerAnswer(a.status, a.headers), body: a.body }))
     : x.response;

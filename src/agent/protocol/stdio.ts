@@ -20,7 +20,7 @@
  */
 import { Duplex, type Readable, type Writable } from 'node:stream';
 import { E, FunctionError } from '../../models/index.js';
-import { headerLists, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
+import { bodyFraming, headerLists, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
 import { ContainerConnection, httpExchange, requestHead, type RawHeaders } from './http1.js';
 
 /** stdin and stdout of a container as one duplex stream, for HTTP framing. */
@@ -55,15 +55,11 @@ export function stdioConnection(stdin: Writable, stdout: Readable): ContainerCon
   });
 }
 
-function bodyLength(req: CallRequest): number | 'chunked' {
-  return req.body === null ? 0 : Buffer.isBuffer(req.body) ? req.body.length : (req.bodyLength ?? 'chunked');
-}
-
 /** The `http` format: the caller's request, with Fn's extra headers, as HTTP/1.1 on stdin. */
 export function stdioHttpExchange(conn: ContainerConnection, req: CallRequest, opts: ExchangeOptions): Exchange {
   const url = new URL(req.url);
   const headers = req.headers.concat('Fn_deadline', rfc3339(opts.deadline), 'Fn_request_url', req.url, 'Fn_call_id', req.id, 'Fn_method', req.method);
-  const x = httpExchange(conn, requestHead(req.method, url.pathname + url.search, headers, bodyLength(req), url.host), req.body, opts.maxResponseBytes);
+  const x = httpExchange(conn, requestHead(req.method, url.pathname + url.search, headers, bodyFraming(req), url.host), req.body, opts.maxResponseBytes);
   return { response: x.response, cancel: x.cancel };
 }
 
