@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 180_000,
     globalSetup: ['test/setup/global.ts'],
+    // Any unhandled rejection or uncaught exception fails the run.
+    setupFiles: ['test/setup/faults.ts'],
   },
 });

@@ -43,6 +43,7 @@ function setup(functions: Record<string, FakeFunction>, config: Partial<AgentCon
       hotStartTimeoutMs: 2000,
       maxResponseBytes: 0,
       iofsRoot: join(dir, 'iofs'),
+      owner: 'test',
       instance: 'test',
       nonBlockingResources: false,
       ...config,

@@ -15,7 +15,7 @@
  * waits for memory. close() refuses new calls, lets running ones finish and
  * removes every container this agent started.
  */
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -25,6 +25,7 @@ import type { FunctionSpec } from './call.js';
 import { ColdContainer } from './cold.js';
 import { HotContainer } from './hot.js';
 import { containerLogs } from './logs.js';
+import { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, TAG_LABEL } from './owner.js';
 import type { CallRequest, CallResponse, Exchange } from './protocol/call.js';
 import { ResourceUnavailableError, type ResourceRequest, type ResourceToken, type ResourceTracker } from './resource.js';
 import { CallTrace, type CallListener } from './trace.js';
@@ -42,8 +43,12 @@ export interface AgentConfig {
   readonly maxResponseBytes: number;
   /** Host folder holding one folder per container, mounted at /tmp/iofs. */
   readonly iofsRoot: string;
-  /** Labels every container of this agent, so a restarted server can find its leftovers. */
+  /** Whose containers these are (the data directory's identity): see owner.ts. */
+  readonly owner: string;
+  /** This process's identity (selfInstance()): see owner.ts. */
   readonly instance: string;
+  /** FN_CONTAINER_LABEL_TAG: labels every container `fnts.tag=<tag>`. */
+  readonly containerTag?: string | undefined;
   /** Fail a call at once with 503 when memory/CPU is not free right now. */
   readonly nonBlockingResources: boolean;
   /** When to start another container: fnts's rule, or seed 001's (for comparison). */
@@ -57,6 +62,8 @@ export interface AgentOptions {
   readonly resources: ResourceTracker;
   readonly logger: Logger;
   readonly config: AgentConfig;
+  /** Tells whether another instance's process runs (default: owner.ts's instanceAlive). */
+  readonly isInstanceAlive?: (instance: string) => boolean | undefined;
 }
 
 /** A call started with Agent.invoke(). */
@@ -86,7 +93,6 @@ export interface AgentSnapshot {
   readonly queues: ReadonlyArray<SlotStats & { readonly fnId: string }>;
 }
 
-export const OWNER_LABEL = 'fnts.owner';
 const RETRY_AFTER_SECONDS = '15';
 
 function serverBusy(): ApiError {
@@ -132,12 +138,39 @@ export class Agent {
     o.resources.onWaiter(() => this.scheduleEviction(0));
   }
 
-  /** Removes containers an earlier instance left behind, and prepares the iofs folder. */
+  /**
+   * Removes the containers an earlier, dead instance of this owner left
+   * behind (it was killed), and their iofs folders; a live instance's
+   * containers are left alone.
+   */
   async start(): Promise<void> {
-    const removed = await this.o.driver.removeContainers({ [OWNER_LABEL]: this.o.config.instance });
+    const { owner, instance, iofsRoot } = this.o.config;
+    const isAlive = this.o.isInstanceAlive ?? instanceAlive;
+    const others = new Map<string, boolean | undefined>();
+    const keep = new Set<string>();
+    const removed = await this.o.driver.removeContainers({ [OWNER_LABEL]: owner }, (c) => {
+      const of = c.labels[INSTANCE_LABEL] ?? '';
+      if (of === instance) return false;
+      if (!others.has(of)) others.set(of, of === '' ? false : isAlive(of));
+      // Only a provably dead instance's containers go.
+      if (others.get(of) === false) return true;
+      keep.add(c.specId.toLowerCase());
+      return false;
+    });
     if (removed > 0) this.log.info({ removed }, 'removed containers left by an earlier instance');
-    await rm(this.o.config.iofsRoot, { recursive: true, force: true });
-    await mkdir(this.o.config.iofsRoot, { recursive: true });
+    for (const [of, alive] of others) {
+      if (alive !== false) this.log.warn({ instance: of }, 'another fnts server (shown as host/pid/start) uses this data directory: its containers are left alone');
+    }
+    await mkdir(iofsRoot, { recursive: true });
+    // Folders of containers that are gone. A folder younger than a minute
+    // may belong to a container another live instance is creating right now.
+    const now = Date.now();
+    for (const entry of await readdir(iofsRoot)) {
+      if (keep.has(entry)) continue;
+      const path = join(iofsRoot, entry);
+      const info = await stat(path).catch(() => undefined);
+      if (info && (others.size === 0 || now - info.mtimeMs > 60_000)) await rm(path, { recursive: true, force: true });
+    }
   }
 
   addListener(listener: CallListener): void {
@@ -350,7 +383,9 @@ export class Agent {
 
   private labels(spec: FunctionSpec): Record<string, string> {
     return {
-      [OWNER_LABEL]: this.o.config.instance,
+      [OWNER_LABEL]: this.o.config.owner,
+      [INSTANCE_LABEL]: this.o.config.instance,
+      ...(this.o.config.containerTag ? { [TAG_LABEL]: this.o.config.containerTag } : {}),
       'fnts.app_id': spec.appId,
       'fnts.app_name': spec.appName,
       'fnts.fn_id': spec.fnId,
@@ -604,7 +639,11 @@ export class Agent {
       if (this.active > 0) await new Promise<void>((resolve) => (this.drained = resolve));
       await Promise.all([...this.containers].map((c) => c.retire('server shutting down')));
       await Promise.all([...this.cold].map((c) => c.remove()));
-      await rm(this.o.config.iofsRoot, { recursive: true, force: true }).catch(() => undefined);
+      // Whatever is left of this process's containers (one whose creation
+      // raced the shutdown) goes too.
+      await this.o.driver
+        .removeContainers({ [OWNER_LABEL]: this.o.config.owner, [INSTANCE_LABEL]: this.o.config.instance })
+        .catch((err: unknown) => this.log.warn({ err }, 'could not list this server\'s containers to remove them'));
       await this.o.driver.close();
     })();
     return this.closed;

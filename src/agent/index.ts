@@ -2,7 +2,8 @@
  * agent/ — the scheduler: resource tracker, slot queues, hot containers and
  * the call path from submit to answer.
  */
-export { Agent, AgentClosedError, OWNER_LABEL } from './agent.js';
+export { Agent, AgentClosedError } from './agent.js';
+export { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, selfInstance, TAG_LABEL } from './owner.js';
 export type { AgentConfig, AgentOptions, AgentSnapshot, RunningCall } from './agent.js';
 export { MAX_STAT_POINTS } from './trace.js';
 export type { CallInfo, CallListener, CallOutcome, StartTimings } from './trace.js';

@@ -6,8 +6,9 @@
  * with a `ConfigError` naming the variable, the value and what is accepted.
  */
 import { createHash } from 'node:crypto';
+import { realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 
 export type NodeType = 'full' | 'api';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -35,15 +36,15 @@ export interface Config {
 
 /** Settings of the agent and its container driver (Fn's names and defaults). */
 export interface AgentSettings {
-  /** FN_FREEZE_IDLE_MSECS (50); negative disables freezing (Infinity). */
+  /** FN_FREEZE_IDLE_MSECS (50); negative disables freezing (Infinity), as in Fn. */
   readonly freezeIdleMs: number;
-  /** FN_EJECT_IDLE_MSECS (1000) */
+  /** FN_EJECT_IDLE_MSECS (1000); 0 or more. */
   readonly ejectIdleMs: number;
-  /** FN_HOT_POLL_MSECS (200) */
+  /** FN_HOT_POLL_MSECS (200); 10 to 60000. */
   readonly hotPollMs: number;
-  /** FN_HOT_START_TIMEOUT_MSECS (5000) */
+  /** FN_HOT_START_TIMEOUT_MSECS (5000): from the engine's start to the FDK's socket; at least 1. */
   readonly hotStartTimeoutMs: number;
-  /** FN_HOT_PULL_TIMEOUT_MSECS (10 minutes) */
+  /** FN_HOT_PULL_TIMEOUT_MSECS (10 minutes); at least 1. */
   readonly hotPullTimeoutMs: number;
   /** FN_MAX_RESPONSE_SIZE bytes; 0 = no limit. */
   readonly maxResponseBytes: number;
@@ -71,8 +72,15 @@ export interface AgentSettings {
   readonly statsIntervalMs: number;
   /** FNTS_LAUNCH_POLICY: 'adaptive' (default) or 'seed' (seed 001's rule, for comparison). */
   readonly launchPolicy: 'adaptive' | 'seed';
-  /** Identity of this server's containers: a hash of its database URL, stable across restarts. */
-  readonly instance: string;
+  /**
+   * Whose containers these are: a hash of the canonical database location
+   * (the same for every spelling of one data directory), stable across
+   * restarts. Each process adds its own instance identity beside it, so that
+   * servers sharing a database never remove each other's live containers.
+   */
+  readonly owner: string;
+  /** FN_CONTAINER_LABEL_TAG (Fn's variable): an extra label `fnts.tag=<tag>` on every container, to classify them. */
+  readonly containerTag: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -100,19 +108,46 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
-function msecs(env: Env, name: string, fallback: number): number {
+/** A duration in milliseconds from `min` to `max`; anything else stops the server with a message. */
+function msecs(env: Env, name: string, fallback: number, min: number, max = 24 * 3600_000): number {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
-  if (!/^-?\d+$/.test(raw)) throw new ConfigError(`${name}=${raw} is not a whole number of milliseconds`);
+  if (!/^-?\d+$/.test(raw)) throw new ConfigError(`${name}=${raw} is not a whole number of milliseconds; use a value from ${min} to ${max}`);
   const value = Number(raw);
-  // As in Fn: a negative value disables the timer.
-  return value < 0 ? Infinity : value;
+  if (value < min || value > max) throw new ConfigError(`${name}=${raw} is out of range; use a value from ${min} to ${max} milliseconds`);
+  return value;
+}
+
+/** A timer a negative value switches off (Infinity), as Fn's FN_FREEZE_IDLE_MSECS. */
+function optionalMsecs(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw !== undefined && /^-\d+$/.test(raw)) return Infinity;
+  return msecs(env, name, fallback, 0);
 }
 
 /** 0 or negative disables sampling; otherwise at least 50 ms. */
 function statsInterval(env: Env): number {
-  const ms = msecs(env, 'FNTS_STATS_INTERVAL_MSECS', 1000);
-  return ms <= 0 || ms === Infinity ? Infinity : Math.max(50, ms);
+  const ms = optionalMsecs(env, 'FNTS_STATS_INTERVAL_MSECS', 1000);
+  return ms === 0 || ms === Infinity ? Infinity : Math.max(50, ms);
+}
+
+/**
+ * The database's location, spelled one way: a SQLite file by its resolved
+ * path (symbolic links followed, `.` and `..` gone), anything else by its URL.
+ */
+export function canonicalDbLocation(dbUrl: string, cwd: string): string {
+  const m = /^sqlite3?:\/\/([^?#]*)/i.exec(dbUrl);
+  if (!m) return dbUrl;
+  const rest = decodeURIComponent(m[1]!);
+  if (rest === '' || rest === ':memory:') return 'sqlite3://:memory:';
+  const file = resolve(cwd, rest);
+  let dir = dirname(file);
+  try {
+    dir = realpathSync(dir);
+  } catch {
+    // not created yet: the resolved path is already canonical
+  }
+  return `sqlite3://${join(dir, basename(file))}`;
 }
 
 function flag(env: Env, name: string): boolean {
@@ -148,8 +183,12 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     throw new ConfigError(`FN_PUBLIC_LB_URL=${publicUrl} is not an http(s) URL; use e.g. https://fn.example.com`);
   }
   const dbUrl = read(env, 'FN_DB_URL') ?? defaultDbUrl(cwd);
-  const instance = createHash('sha256').update(dbUrl).digest('hex').slice(0, 12);
-  const iofsPath = resolve(cwd, read(env, 'FN_IOFS_PATH') ?? join(tmpdir(), 'fnts', instance));
+  const owner = createHash('sha256').update(canonicalDbLocation(dbUrl, cwd)).digest('hex').slice(0, 12);
+  const iofsPath = resolve(cwd, read(env, 'FN_IOFS_PATH') ?? join(tmpdir(), 'fnts', owner));
+  const containerTag = read(env, 'FN_CONTAINER_LABEL_TAG');
+  if (containerTag !== undefined && !/^[A-Za-z0-9_.-]{1,63}$/.test(containerTag)) {
+    throw new ConfigError(`FN_CONTAINER_LABEL_TAG=${containerTag} is not a valid label value; use up to 63 letters, digits, '.', '_' or '-'`);
+  }
   // Socket paths are limited to 107 bytes: <iofs>/<26-char id>/lsnr.sock must fit.
   if (Buffer.byteLength(iofsPath) + 38 > 107) {
     throw new ConfigError(`FN_IOFS_PATH=${iofsPath} is too long for unix sockets (at most 69 bytes); use a shorter folder, e.g. /tmp/fnts`);
@@ -164,11 +203,11 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     publicUrl: publicUrl?.replace(/\/+$/, ''),
     maxApiBodyBytes: integer(env, 'FN_MAX_API_BODY_SIZE', 1024 * 1024, 1024, 64 * 1024 * 1024),
     agent: Object.freeze({
-      freezeIdleMs: msecs(env, 'FN_FREEZE_IDLE_MSECS', 50),
-      ejectIdleMs: msecs(env, 'FN_EJECT_IDLE_MSECS', 1000),
-      hotPollMs: Math.max(10, Math.min(msecs(env, 'FN_HOT_POLL_MSECS', 200), 60_000)),
-      hotStartTimeoutMs: msecs(env, 'FN_HOT_START_TIMEOUT_MSECS', 5000),
-      hotPullTimeoutMs: msecs(env, 'FN_HOT_PULL_TIMEOUT_MSECS', 10 * 60_000),
+      freezeIdleMs: optionalMsecs(env, 'FN_FREEZE_IDLE_MSECS', 50),
+      ejectIdleMs: msecs(env, 'FN_EJECT_IDLE_MSECS', 1000, 0),
+      hotPollMs: msecs(env, 'FN_HOT_POLL_MSECS', 200, 10, 60_000),
+      hotStartTimeoutMs: msecs(env, 'FN_HOT_START_TIMEOUT_MSECS', 5000, 1),
+      hotPullTimeoutMs: msecs(env, 'FN_HOT_PULL_TIMEOUT_MSECS', 10 * 60_000, 1),
       maxResponseBytes: integer(env, 'FN_MAX_RESPONSE_SIZE', 0, 0, maxBytes),
       maxRequestBytes: integer(env, 'FN_MAX_REQUEST_SIZE', 0, 0, maxBytes),
       maxTotalMemoryBytes: integer(env, 'FN_MAX_TOTAL_MEMORY_BYTES', 0, 0, maxBytes),
@@ -182,7 +221,8 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       unprivileged: !flag(env, 'FN_DISABLE_UNPRIVILEGED_CONTAINERS'),
       statsIntervalMs: statsInterval(env),
       launchPolicy: oneOf(env, 'FNTS_LAUNCH_POLICY', ['adaptive', 'seed'] as const, 'adaptive'),
-      instance,
+      owner,
+      containerTag,
     }),
   });
 }

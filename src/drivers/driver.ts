@@ -43,6 +43,15 @@ export interface ContainerSpec {
   readonly logs?: { readonly stdout: Writable; readonly stderr: Writable } | undefined;
 }
 
+/** A container as a listing shows it. */
+export interface ContainerInfo {
+  /** The engine's id. */
+  readonly id: string;
+  /** The ContainerSpec's id (the name the driver gave it), or '' for a container not named by a driver. */
+  readonly specId: string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
 export type RunStatus = 'success' | 'error' | 'timeout' | 'killed' | 'cancelled';
 
 /**
@@ -105,8 +114,14 @@ export interface Driver {
    * cannot be had, DriverError for other engine failures.
    */
   prepare(spec: ContainerSpec, signal?: AbortSignal): Promise<Cookie>;
-  /** Removes every container carrying all of `labels`; returns how many. */
-  removeContainers(labels: Readonly<Record<string, string>>): Promise<number>;
+  /** The containers (in any state) carrying all of `labels`. */
+  listContainers(labels: Readonly<Record<string, string>>): Promise<ContainerInfo[]>;
+  /**
+   * Removes the containers carrying all of `labels`, or only those of them
+   * for which `which` says so; returns how many. A container already gone
+   * counts as removed.
+   */
+  removeContainers(labels: Readonly<Record<string, string>>, which?: (c: ContainerInfo) => boolean): Promise<number>;
   /** Releases the driver's own resources. Idempotent. */
   close(): Promise<void>;
 }

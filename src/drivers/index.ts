@@ -3,7 +3,7 @@
  * fake driver for unit tests of the scheduling logic.
  */
 export { decimate, DriverError, ImageError, parseImage } from './driver.js';
-export type { ContainerSpec, Cookie, Driver, ImageRef, Mount, PrepareTimings, RunResult, RunStatus, Stat } from './driver.js';
+export type { ContainerInfo, ContainerSpec, Cookie, Driver, ImageRef, Mount, PrepareTimings, RunResult, RunStatus, Stat } from './driver.js';
 export { DockerDriver } from './docker/docker.js';
 export type { DockerDriverOptions } from './docker/docker.js';
 export { FakeDriver } from './fake/fake.js';

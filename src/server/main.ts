@@ -5,7 +5,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
-import { Agent, computeCapacity, MB, MemoryCpuTracker, readHost } from '../agent/index.js';
+import { Agent, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance } from '../agent/index.js';
 import type { Config } from '../config/index.js';
 import { openSqlDatastore, type Datastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
@@ -50,7 +50,9 @@ function createAgent(config: Config, logger: Logger): Agent {
       hotStartTimeoutMs: a.hotStartTimeoutMs,
       maxResponseBytes: a.maxResponseBytes,
       iofsRoot: a.iofsPath,
-      instance: a.instance,
+      owner: a.owner,
+      instance: selfInstance(),
+      containerTag: a.containerTag,
       nonBlockingResources: a.nonBlockingResources,
       launchPolicy: a.launchPolicy,
       statsIntervalMs: a.statsIntervalMs,

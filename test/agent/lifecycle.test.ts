@@ -17,7 +17,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function ownedBy(dbUrl: string) {
-  const instance = compileConfig({ FN_DB_URL: dbUrl }).agent.instance;
+  const instance = compileConfig({ FN_DB_URL: dbUrl }).agent.owner;
   return docker().listContainers({ all: true, filters: { label: [`${OWNER_LABEL}=${instance}`] } });
 }
 

@@ -1,17 +1,17 @@
 /**
  * Runs once around the suite: brings dist/ up to date (end-to-end tests start
  * the real `fnts` binary), checks that the Docker engine answers, builds the
- * Node base image the container tests share, and afterwards fails the run if
- * any test left a container of fnts's behind.
+ * Node base image the container tests share, picks this run's container tag
+ * (every server a test starts labels its containers with it), and afterwards
+ * fails the run if any test left a container behind. Only this run's
+ * containers are looked at and removed: a user's own fnts server, or another
+ * run on the same engine, is left alone.
  */
 import { execFileSync } from 'node:child_process';
-import { OWNER_LABEL } from '../../src/agent/index.js';
+import { randomBytes } from 'node:crypto';
+import { TAG_LABEL } from '../../src/agent/index.js';
 import { docker, dockerReachable, ensureNodeBaseImage } from '../support/images.js';
-
-async function fntsContainers(): Promise<Map<string, string>> {
-  const list = await docker().listContainers({ all: true, filters: { label: [OWNER_LABEL] } });
-  return new Map(list.map((c) => [c.Id, `${c.Names[0] ?? c.Id} (${c.Image}, ${c.State})`]));
-}
+import { RUN_TAG_ENV } from '../support/tag.js';
 
 export default async function setup(): Promise<() => Promise<void>> {
   execFileSync(process.execPath, ['scripts/prepare.mjs'], { stdio: 'inherit' });
@@ -22,14 +22,17 @@ export default async function setup(): Promise<() => Promise<void>> {
     );
   }
   await ensureNodeBaseImage();
-  const before = await fntsContainers();
+  // Test workers are forked after this runs and inherit the variable.
+  const tag = `test-${process.pid}-${randomBytes(4).toString('hex')}`;
+  process.env[RUN_TAG_ENV] = tag;
 
   return async () => {
-    const leaked = [...(await fntsContainers()).entries()].filter(([id]) => !before.has(id));
+    const leaked = await docker().listContainers({ all: true, filters: { label: [`${TAG_LABEL}=${tag}`] } });
     if (leaked.length === 0) return;
-    await Promise.all(leaked.map(([id]) => docker().getContainer(id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(leaked.map((c) => docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
     // Thrown errors in a teardown do not fail the run: say so and set the exit code.
-    process.stderr.write(`\nFAIL: tests left ${leaked.length} container(s) behind (now removed):\n${leaked.map(([, d]) => `  ${d}`).join('\n')}\n`);
+    const described = leaked.map((c) => `  ${c.Names[0] ?? c.Id} (${c.Image}, ${c.State})`).join('\n');
+    process.stderr.write(`\nFAIL: tests left ${leaked.length} container(s) behind (now removed):\n${described}\n`);
     process.exitCode = 1;
   };
 }

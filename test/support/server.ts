@@ -12,6 +12,7 @@ import { OWNER_LABEL } from '../../src/agent/index.js';
 import { compileConfig, type Config } from '../../src/config/index.js';
 import { startServer, type RunningServer } from '../../src/server/index.js';
 import { docker } from './images.js';
+import { testRunTag } from './tag.js';
 
 export interface Answer {
   status: number;
@@ -44,6 +45,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     FN_LISTEN_HOST: '127.0.0.1',
     FN_LOG_LEVEL: process.env['FNTS_TEST_LOG'] ?? 'silent',
     FN_IOFS_PATH: `/tmp/fnts-it/${process.pid}-${seq++}`,
+    ...testRunTag(),
     ...env,
   });
   const server = await startServer(config);
@@ -84,7 +86,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     fn: (app, image, extra = {}) => post('/v2/fns', { app_id: app.id, name: `fn${fns++}`, image, ...extra }),
     invoke: (fnId, body = {}, headers = {}) => call(`/invoke/${fnId}`, { body, headers: { 'content-type': 'application/json', ...headers } }),
     async containers(all = true) {
-      return docker().listContainers({ all, filters: { label: [`${OWNER_LABEL}=${config.agent.instance}`] } });
+      return docker().listContainers({ all, filters: { label: [`${OWNER_LABEL}=${config.agent.owner}`] } });
     },
     async close() {
       await server.close();

@@ -12,6 +12,7 @@ import {
   DriverError,
   ImageError,
   parseImage,
+  type ContainerInfo,
   type ContainerSpec,
   type Cookie,
   type Driver,
@@ -42,6 +43,9 @@ interface ImageInfo {
   /** The user the image asks to run as ('' for root/unset). */
   readonly user: string;
 }
+
+/** Containers are named `fnts-<ContainerSpec id>`. */
+const NAME_PREFIX = 'fnts-';
 
 const ROOT_USERS = new Set(['', '0', 'root', '0:0', 'root:root']);
 
@@ -160,7 +164,7 @@ export class DockerDriver implements Driver {
     let container: Docker.Container;
     try {
       container = await this.docker.createContainer({
-        name: `fnts-${spec.id}`,
+        name: `${NAME_PREFIX}${spec.id}`,
         Image: spec.image,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
         Labels: { ...spec.labels },
@@ -195,20 +199,28 @@ export class DockerDriver implements Driver {
     return cookie;
   }
 
-  async removeContainers(labels: Readonly<Record<string, string>>): Promise<number> {
+  async listContainers(labels: Readonly<Record<string, string>>): Promise<ContainerInfo[]> {
     const filters = { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) };
     const found = await this.docker.listContainers({ all: true, filters });
+    return found.map((c) => {
+      const name = (c.Names[0] ?? '').replace(/^\//, '');
+      return { id: c.Id, specId: name.startsWith(NAME_PREFIX) ? name.slice(NAME_PREFIX.length) : '', labels: c.Labels ?? {} };
+    });
+  }
+
+  async removeContainers(labels: Readonly<Record<string, string>>, which: (c: ContainerInfo) => boolean = () => true): Promise<number> {
+    const doomed = (await this.listContainers(labels)).filter(which);
     await Promise.all(
-      found.map((c) =>
+      doomed.map((c) =>
         this.docker
-          .getContainer(c.Id)
+          .getContainer(c.id)
           .remove({ force: true, v: true })
           .catch((err: unknown) => {
             if (statusCode(err) !== 404 && statusCode(err) !== 409) throw err;
           }),
       ),
     );
-    return found.length;
+    return doomed.length;
   }
 
   async close(): Promise<void> {

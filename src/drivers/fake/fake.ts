@@ -8,7 +8,7 @@ import { mkdirSync, symlinkSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
-import { DriverError, ImageError, type ContainerSpec, type Cookie, type Driver, type RunResult, type Stat } from '../driver.js';
+import { DriverError, ImageError, type ContainerInfo, type ContainerSpec, type Cookie, type Driver, type RunResult, type Stat } from '../driver.js';
 
 export interface FakeFunction {
   /** Answers one call, as the function would. */
@@ -47,15 +47,16 @@ export class FakeDriver implements Driver {
     return new FakeCookie(spec, fn, state);
   }
 
-  async removeContainers(labels: Readonly<Record<string, string>>): Promise<number> {
-    let n = 0;
-    for (const c of this.live()) {
-      if (Object.entries(labels).every(([k, v]) => c.spec.labels[k] === v)) {
-        c.removed = true;
-        n++;
-      }
-    }
-    return n;
+  async listContainers(labels: Readonly<Record<string, string>>): Promise<ContainerInfo[]> {
+    return this.live()
+      .filter((c) => Object.entries(labels).every(([k, v]) => c.spec.labels[k] === v))
+      .map((c) => ({ id: `fake-${c.spec.id}`, specId: c.spec.id, labels: c.spec.labels }));
+  }
+
+  async removeContainers(labels: Readonly<Record<string, string>>, which: (c: ContainerInfo) => boolean = () => true): Promise<number> {
+    const doomed = new Set((await this.listContainers(labels)).filter(which).map((c) => c.specId));
+    for (const c of this.live()) if (doomed.has(c.spec.id)) c.removed = true;
+    return doomed.size;
   }
 
   async close(): Promise<void> {
