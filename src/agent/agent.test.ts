@@ -87,6 +87,36 @@ describe('Agent (fake driver)', () => {
     }
   });
 
+  it('plans a burst on a fresh function with the measured start time, the first start included', async () => {
+    // 40 calls of 200 ms arrive at once; a start takes 1 s. Planning with the
+    // real start time, a handful of containers drain the burst; a guessed
+    // 500 ms start (the first measurement thrown away) launched seventeen.
+    const burst: FakeFunction = { handle: (_r, _b, res) => void setTimeout(() => res.end('ok'), 200), startMs: 1000 };
+    const { driver, spec, call } = setup({ burst }, { hotPollMs: 20 });
+    const s = spec('burst');
+    const results = await Promise.all(Array.from({ length: 40 }, () => call(s)));
+    expect(results.map(text)).toEqual(Array(40).fill('ok'));
+    expect(driver.containers.length).toBeGreaterThanOrEqual(2);
+    expect(driver.containers.length).toBeLessThanOrEqual(12);
+  });
+
+  it('keeps serving and closes when a call listener throws', async () => {
+    const { agent, spec, call } = setup({ echo });
+    const ended: string[] = [];
+    agent.addListener({
+      onCallStart: () => {
+        throw new Error('listener bug at start');
+      },
+      onCallEnd: () => {
+        throw new Error('listener bug at end');
+      },
+    });
+    agent.addListener({ onCallEnd: (c) => ended.push(c.id) });
+    expect(text(await call(spec('echo'), 'still'))).toBe('{"got":"still"}');
+    expect(ended).toEqual(['call-0']);
+    await agent.close();
+  });
+
   it('scales out for slow calls', async () => {
     const { driver, spec, call } = setup({ slow: sleepy(300) });
     const s = spec('slow');

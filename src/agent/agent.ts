@@ -19,7 +19,7 @@ import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { DriverError, ImageError, type Driver } from '../drivers/index.js';
+import { ContainerStartError, DriverError, ImageError, type Driver } from '../drivers/index.js';
 import { ApiError, E, FunctionError, newId } from '../models/index.js';
 import type { FunctionSpec } from './call.js';
 import { ColdContainer } from './cold.js';
@@ -73,16 +73,28 @@ export interface RunningCall {
   cancel(reason?: unknown): void;
 }
 
-/** Carries a cancel request to whatever phase the call is in. */
+/**
+ * Carries a cancel request to whatever phase the call is in. A caller that
+ * leaves cancels softly: a function already working on the call may finish
+ * it and keep its container. A server that stops cancels hard: the call is
+ * cut at once and its container goes.
+ */
 class CallControl {
   reason: unknown;
+  hard = false;
   onCancel: ((reason: unknown) => void) | undefined;
 
-  cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
-    if (this.reason !== undefined) return;
-    this.reason = reason;
-    this.onCancel?.(reason);
+  cancel(reason: unknown = new ApiError(E.ClientCancelled), hard = false): void {
+    if (this.reason !== undefined && (!hard || this.hard)) return;
+    this.reason ??= reason;
+    this.hard ||= hard;
+    this.onCancel?.(this.reason);
   }
+}
+
+/** The HTTP status a failed call is recorded with. */
+function statusOf(err: unknown): number {
+  return err instanceof ApiError ? err.status : 500;
 }
 
 export interface AgentSnapshot {
@@ -99,6 +111,10 @@ function serverBusy(): ApiError {
   return new ApiError(E.CallTimeoutServerBusy, { headers: { 'Retry-After': RETRY_AFTER_SECONDS } });
 }
 
+function shuttingDown(): ApiError {
+  return new ApiError(E.ServiceUnavailable);
+}
+
 /** Why a container could not be started, as the waiting calls are told. */
 function launchError(err: unknown): unknown {
   if (err instanceof ApiError) return err;
@@ -107,6 +123,9 @@ function launchError(err: unknown): unknown {
     return err.timedOut
       ? new ApiError(E.DockerPullTimeout, { message: err.message, cause: err })
       : new ApiError(E.ImageUnavailable, { message: err.message, cause: err });
+  }
+  if (err instanceof ContainerStartError) {
+    return new FunctionError(E.ContainerInitFail, { message: `${E.ContainerInitFail.message} (${err.message})`, cause: err });
   }
   if (err instanceof DriverError) return new ApiError(E.ContainerEngine, { message: err.message, cause: err });
   return err;
@@ -125,6 +144,12 @@ export class Agent {
   private readonly reserving = new Map<SlotQueue<HotContainer>, Set<AbortController>>();
   private readonly polls = new Map<SlotQueue<HotContainer>, NodeJS.Timeout>();
   private readonly listeners: CallListener[] = [];
+  /** Every call in progress, so a stopping server can cut them. */
+  private readonly calls = new Set<CallControl>();
+  /** Slot keys of fns changed or deleted: their containers leave service as soon as they are free. */
+  private readonly stale = new Set<string>();
+  /** Aborted when the agent stops: container launches (pulls, starts) end at once. */
+  private readonly stopping = new AbortController();
   private evictTimer: NodeJS.Timeout | undefined;
   private evicting = false;
   private active = 0;
@@ -212,25 +237,38 @@ export class Agent {
     if (this.closing) throw serverBusy();
     if (!this.o.resources.isPossible({ memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis })) throw new ApiError(E.CallResourceTooBig);
     this.enter();
-    const trace = new CallTrace({ id: req.id, spec }, req, this.listeners, () => this.leave());
+    this.calls.add(control);
+    const trace = new CallTrace({ id: req.id, spec }, req, this.listeners, this.log, () => {
+      this.calls.delete(control);
+      this.leave();
+    });
     if (spec.format === 'default') return this.executeCold(spec, req, control, trace);
 
     this.specs.set(spec.key, spec);
+    this.stale.delete(spec.key);
     const queue = this.queues.get(spec.key);
-    const deadline = new Date(Date.now() + spec.timeoutMs);
+    let deadline = new Date(Date.now() + spec.timeoutMs);
     let container: HotContainer;
     try {
-      container = queue.tryAcquire() ?? (await this.waitForContainer(queue, spec, control));
+      const idle = queue.tryAcquire();
+      if (idle) container = idle;
+      else {
+        const waited = await this.waitForContainer(queue, spec, control);
+        container = waited.container;
+        // It waited past its slot deadline for a container started for it:
+        // the start is the platform's time, the fn's timeout is the function's.
+        if (waited.overdue) deadline = new Date(Date.now() + spec.timeoutMs);
+      }
     } catch (err) {
-      trace.end((err as ApiError).status ?? 500, err);
+      trace.end(statusOf(err), err);
       this.dropIfEmpty(queue);
       throw err;
     }
     queue.record('wait', trace.waited());
     if (control.reason !== undefined) {
       // The caller left while the container was on its way.
-      queue.release(container);
-      trace.end(499, control.reason);
+      this.offer(queue, container);
+      trace.end(statusOf(control.reason), control.reason);
       throw control.reason;
     }
 
@@ -252,11 +290,10 @@ export class Agent {
       control.onCancel = undefined;
       queue.exit('run', performance.now() - runStart);
       // A body refused for its size never reached the function: the container is fine.
-      if ((err !== undefined && !ApiError.is(err, E.RequestContentTooBig)) || container.state === 'retired' || container.spent) {
-        void container.retire(err === undefined ? 'container stream spent' : `call failed: ${err instanceof Error ? err.message : String(err)}`);
+      if (err !== undefined && !ApiError.is(err, E.RequestContentTooBig)) {
+        void container.retire(`call failed: ${err instanceof Error ? err.message : String(err)}`);
       } else {
-        container.markIdle();
-        queue.release(container);
+        this.offer(queue, container);
       }
     };
 
@@ -268,7 +305,7 @@ export class Agent {
       if (control.reason !== undefined) {
         // Cancelled before anything was sent: the container is untouched.
         finish();
-        trace.end(499, control.reason);
+        trace.end(statusOf(control.reason), control.reason);
         throw control.reason;
       }
       trace.started(container.takeStartTimings(), (onStat, ms) => container.watchStats(onStat, ms), this.o.config.statsIntervalMs ?? 1000);
@@ -276,7 +313,12 @@ export class Agent {
       const current = exchange;
       response = await new Promise<CallResponse>((resolve, reject) => {
         current.response.then(resolve, reject);
+        let abandoned = false;
         control.onCancel = (reason) => {
+          // A stopping server cuts the exchange: the container goes.
+          if (control.hard) current.cancel(reason);
+          if (abandoned) return;
+          abandoned = true;
           // The caller is gone, but the function is still working on its call:
           // the container stays busy until it answers (or the deadline
           // passes), then goes back to the queue as usual.
@@ -295,7 +337,7 @@ export class Agent {
       });
     } catch (err) {
       if (err === control.reason) {
-        trace.end(499, err);
+        trace.end(statusOf(err), err);
         throw err;
       }
       const explained = timedOut ? new FunctionError(E.CallTimeout, { cause: err }) : await container.explain(err);
@@ -337,7 +379,7 @@ export class Agent {
     try {
       token = await this.reserveForCall(request, spec, control);
     } catch (err) {
-      trace.end((err as ApiError).status ?? 500, err);
+      trace.end(statusOf(err), err);
       throw err;
     }
     const id = newId().toLowerCase();
@@ -351,12 +393,16 @@ export class Agent {
     });
     this.cold.add(cold);
     try {
-      const response = await cold.run(req, deadline, control, trace, this.o.config.statsIntervalMs ?? 1000);
+      // Until the container exists, a cancel aborts its preparation (an image pull).
+      const preparing = new AbortController();
+      control.onCancel = (reason) => preparing.abort(reason);
+      const response = await cold.run(req, deadline, control, trace, this.o.config.statsIntervalMs ?? 1000, preparing.signal);
       trace.end(response.status);
       return response;
     } catch (err) {
-      trace.end(err === control.reason ? 499 : ((err as ApiError).status ?? 500), err);
-      throw err;
+      const answer = err === control.reason ? err : launchError(err);
+      trace.end(statusOf(answer), answer);
+      throw answer;
     } finally {
       await cold.remove();
       this.cold.delete(cold);
@@ -374,11 +420,12 @@ export class Agent {
       if (!token) throw serverBusy();
       return token;
     }
-    return this.untilSlotDeadline(spec, control, (signal) =>
-      this.o.resources.reserve(request, signal).catch((err: unknown) => {
+    return this.untilSlotDeadline(spec, control, (cancel, deadline) => {
+      const signal = AbortSignal.any([cancel, deadline]);
+      return this.o.resources.reserve(request, signal).catch((err: unknown) => {
         throw signal.aborted ? err : launchError(err);
-      }),
-    );
+      });
+    });
   }
 
   private labels(spec: FunctionSpec): Record<string, string> {
@@ -393,15 +440,29 @@ export class Agent {
     };
   }
 
-  /** Waits for a container of `queue` until the slot deadline (half the fn's timeout) or a cancel. */
-  private async waitForContainer(queue: SlotQueue<HotContainer>, spec: FunctionSpec, control: CallControl): Promise<HotContainer> {
+  /**
+   * Waits for a container of `queue` until the slot deadline (half the fn's
+   * timeout; then 503), or past it while a container is being started for
+   * this call (it then gets that container or the start's error), or until
+   * the caller cancels. `overdue`: it waited past the slot deadline.
+   */
+  private async waitForContainer(
+    queue: SlotQueue<HotContainer>,
+    spec: FunctionSpec,
+    control: CallControl,
+  ): Promise<{ container: HotContainer; overdue: boolean }> {
     try {
-      return await this.untilSlotDeadline(spec, control, (signal) => {
-        const acquired = queue.acquire(signal);
+      let overdue = false;
+      const container = await this.untilSlotDeadline(spec, control, (cancel, deadline) => {
+        const acquired = queue.acquire(cancel, deadline);
         this.checkLaunch(queue, spec);
         this.ensurePoll(queue, spec);
-        return acquired;
+        return acquired.then((c) => {
+          overdue = deadline.aborted;
+          return c;
+        });
       });
+      return { container, overdue };
     } finally {
       this.trimReservations(queue);
     }
@@ -409,17 +470,19 @@ export class Agent {
 
   /**
    * Runs `wait` until the slot deadline (half the fn's timeout; then 503
-   * Timed out - server too busy) or the caller's cancel (its reason is thrown).
+   * Timed out - server too busy) or the caller's cancel (its reason is
+   * thrown). `wait` gets the cancel signal and the slot deadline apart, for
+   * waits that may outlive the deadline (see SlotQueue.acquire).
    */
-  private async untilSlotDeadline<T>(spec: FunctionSpec, control: CallControl, wait: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  private async untilSlotDeadline<T>(spec: FunctionSpec, control: CallControl, wait: (cancel: AbortSignal, deadline: AbortSignal) => Promise<T>): Promise<T> {
     const slotTimeout = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
     const cancelled = new AbortController();
     control.onCancel = (reason) => cancelled.abort(reason);
     try {
-      return await wait(AbortSignal.any([cancelled.signal, slotTimeout]));
+      return await wait(cancelled.signal, slotTimeout);
     } catch (err) {
       if (control.reason !== undefined) throw control.reason;
-      if (slotTimeout.aborted) throw serverBusy();
+      if (slotTimeout.aborted && (err as { name?: string } | null)?.name === 'TimeoutError') throw serverBusy();
       throw err;
     } finally {
       control.onCancel = undefined;
@@ -431,7 +494,7 @@ export class Agent {
     const needed = this.o.config.launchPolicy === 'seed' ? seedNeedsContainer : needsContainer;
     while (!this.closing && needed(queue.stats())) {
       queue.enter('start');
-      void this.launch(queue, spec);
+      this.launch(queue, spec).catch((err: unknown) => this.log.error({ err, fn: spec.fnId }, 'container launch failed unexpectedly'));
     }
   }
 
@@ -460,9 +523,15 @@ export class Agent {
     }
   }
 
+  /**
+   * Reserves memory/CPU for a new container of `queue`, starts it and
+   * offers it to the queue. Once it holds its resources the launch is tied
+   * to the oldest waiting call (see SlotQueue.launch): that call hears this
+   * start's outcome even past its slot deadline. A failed start fails every
+   * waiting call with its reason (the next would fail the same way).
+   */
   private async launch(queue: SlotQueue<HotContainer>, spec: FunctionSpec): Promise<void> {
     this.enter();
-    const t0 = performance.now();
     try {
       const request = { memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis };
       let token;
@@ -495,9 +564,12 @@ export class Agent {
       if (this.closing) {
         token.close();
         queue.exit('start');
+        this.dropIfEmpty(queue);
         return;
       }
 
+      const t0 = performance.now();
+      const launched = queue.launch();
       const id = newId().toLowerCase();
       const container: HotContainer = new HotContainer({
         id,
@@ -507,6 +579,7 @@ export class Agent {
         dir: join(this.o.config.iofsRoot, id),
         labels: this.labels(spec),
         logs: containerLogs(this.o.logger, { app: spec.appName, fn: spec.fnName, container: id }),
+        log: this.log,
         startTimeoutMs: this.o.config.hotStartTimeoutMs,
         freezeIdleMs: this.o.config.freezeIdleMs,
         maxResponseBytes: this.o.config.maxResponseBytes,
@@ -517,27 +590,48 @@ export class Agent {
       });
       this.containers.add(container);
       try {
-        await container.start();
+        await container.start(this.stopping.signal);
       } catch (err) {
         queue.exit('start');
-        const reason = launchError(err);
-        this.log.warn({ fn: spec.fnId, image: spec.image, err: reason }, 'container failed to start');
+        const reason = this.closing ? shuttingDown() : launchError(err);
+        if (!this.closing) this.log.warn({ fn: spec.fnId, image: spec.image, err: reason }, 'container failed to start');
         queue.failWaiters(reason);
+        launched();
         this.dropIfEmpty(queue);
         return;
       }
       queue.exit('start', performance.now() - t0);
-      if (this.closing) {
-        await container.retire('server shutting down');
-        return;
-      }
       this.log.debug({ fn: spec.fnId, container: id, ms: Math.round(performance.now() - t0) }, 'hot container ready');
-      container.markIdle();
-      queue.release(container);
+      this.offer(queue, container);
+      launched();
       this.checkLaunch(queue, spec);
     } finally {
       this.leave();
     }
+  }
+
+  /**
+   * A container is free (just started, or done with a call): it goes to the
+   * oldest waiting call, or idles in its queue. It leaves service instead
+   * when its stream cannot be trusted, or when its fn changed and no call of
+   * the old definition is still waiting for it.
+   */
+  private offer(queue: SlotQueue<HotContainer>, c: HotContainer): void {
+    if (c.state === 'retired') return;
+    if (this.closing) {
+      void c.retire('server shutting down');
+      return;
+    }
+    if (c.spent) {
+      void c.retire('container stream spent');
+      return;
+    }
+    if (this.stale.has(c.spec.key) && queue.stats().waiting === 0) {
+      void c.retire('function changed');
+      return;
+    }
+    c.markIdle();
+    queue.release(c);
   }
 
   private onRetired(c: HotContainer, reason: string): void {
@@ -554,6 +648,7 @@ export class Agent {
   private dropIfEmpty(queue: SlotQueue<HotContainer>): void {
     if (this.queues.dropIfEmpty(queue)) {
       this.specs.delete(queue.key);
+      this.stale.delete(queue.key);
       const poll = this.polls.get(queue);
       if (poll) clearInterval(poll);
       this.polls.delete(queue);
@@ -566,7 +661,7 @@ export class Agent {
     if (this.evictTimer || this.closing) return;
     this.evictTimer = setTimeout(() => {
       this.evictTimer = undefined;
-      void this.evictIdle();
+      this.evictIdle().catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
     }, delayMs);
     this.evictTimer.unref();
   }
@@ -608,13 +703,19 @@ export class Agent {
   // ---- changes and shutdown
 
   /**
-   * Retires the idle containers of a fn (or of every fn of an app) whose
-   * definition changed; busy ones finish their call first. New calls get
-   * containers of the new definition, since its slot key differs.
+   * A fn (or every fn of an app) changed or was deleted: its idle
+   * containers leave service now, busy and starting ones as soon as they are
+   * free (after serving any call of the old definition still waiting). New
+   * calls get containers of the new definition, since its slot key differs;
+   * a new call that arrives with the same key shows the key is still
+   * current (only, say, an annotation changed), and it stays in service.
    */
   retireFunction(match: { fnId?: string; appId?: string }): void {
+    const matches = (spec: FunctionSpec): boolean => (!match.fnId || spec.fnId === match.fnId) && (!match.appId || spec.appId === match.appId);
+    for (const [key, spec] of this.specs) if (matches(spec)) this.stale.add(key);
     for (const c of this.containers) {
-      if ((match.fnId && c.spec.fnId !== match.fnId) || (match.appId && c.spec.appId !== match.appId)) continue;
+      if (!matches(c.spec)) continue;
+      this.stale.add(c.spec.key);
       if (c.state === 'idle' && this.queues.peek(c.spec.key)?.remove(c)) void c.retire('function changed');
     }
   }
@@ -627,10 +728,26 @@ export class Agent {
     };
   }
 
-  /** Refuses new calls, lets running ones finish, removes every container. Idempotent. */
+  /**
+   * Cuts every call in progress now (they fail with 503 Service is shutting
+   * down, their containers go) and every container start; close() then
+   * completes without waiting for calls. For a bounded shutdown.
+   */
+  abort(): void {
+    this.closing = true;
+    this.stopping.abort(shuttingDown());
+    for (const call of [...this.calls]) call.cancel(shuttingDown(), true);
+  }
+
+  /**
+   * Refuses new calls, fails those still waiting for a container (503), lets
+   * running ones finish, then removes every container this process started,
+   * those still starting included. Idempotent; abort() makes it quick.
+   */
   close(): Promise<void> {
     this.closed ??= (async () => {
       this.closing = true;
+      this.stopping.abort(shuttingDown());
       for (const q of this.queues.all()) q.failWaiters(serverBusy());
       for (const pending of this.reserving.values()) for (const ctl of pending) ctl.abort();
       for (const t of this.polls.values()) clearInterval(t);

@@ -73,7 +73,8 @@ export class ColdContainer {
   /**
    * Runs the call to the end: the answer (200 with stdout) when the function
    * exits 0; otherwise throws 504 (deadline), 502 (crash, out of memory,
-   * answer too large) or the caller's cancel reason.
+   * answer too large), the caller's cancel reason, or the driver's errors.
+   * `signal` aborts the preparation (an image pull) when the server stops.
    */
   async run(
     req: CallRequest,
@@ -81,6 +82,7 @@ export class ColdContainer {
     control: { reason: unknown; onCancel: ((reason: unknown) => void) | undefined },
     trace: CallTrace,
     statsIntervalMs: number,
+    signal: AbortSignal,
   ): Promise<CallResponse> {
     const { spec } = this.o;
     let stop: Stop | undefined;
@@ -91,16 +93,21 @@ export class ColdContainer {
     const max = this.o.maxResponseBytes > 0 ? this.o.maxResponseBytes : Infinity;
     const stdout = new Collector(max, () => kill('too-big'));
 
-    this.cookie = await this.o.driver.prepare({
-      ...containerBase(spec),
-      id: this.o.id,
-      env: callEnv(spec, req, deadline),
-      labels: this.o.labels,
-      mounts: [],
-      stdin: true,
-      logs: answerOnStdout(stdout, this.o.logs),
-    });
+    this.cookie = await this.o.driver.prepare(
+      {
+        ...containerBase(spec),
+        id: this.o.id,
+        env: callEnv(spec, req, deadline),
+        labels: this.o.labels,
+        mounts: [],
+        stdin: true,
+        logs: answerOnStdout(stdout, this.o.logs),
+      },
+      signal,
+    );
     const cookie = this.cookie;
+    // The caller left (or the server began to stop) while the container was prepared.
+    if (control.reason !== undefined) throw control.reason;
     const timer = setTimeout(() => kill('timeout'), Math.max(0, deadline.getTime() - Date.now()));
     control.onCancel = () => void cookie.close();
     try {

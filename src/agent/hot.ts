@@ -26,6 +26,7 @@ import { cloudEventExchange, JsonChannel, jsonExchange, stdioConnection, stdioHt
 import type { ResourceToken } from './resource.js';
 import { answerOnStdout, type LogSink } from './logs.js';
 import { startTimings, type StartTimings } from './trace.js';
+import type { Logger } from 'pino';
 
 export type HotState = 'starting' | 'idle' | 'busy' | 'retired';
 
@@ -38,16 +39,23 @@ export interface HotContainerOptions {
   readonly dir: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly logs: LogSink | undefined;
+  /** The agent's log, for what goes wrong while the container leaves service. */
+  readonly log: Logger;
   readonly startTimeoutMs: number;
   readonly freezeIdleMs: number;
   readonly maxResponseBytes: number;
-  /** Told when the container leaves service, whatever the reason. */
+  /** Told when the container leaves service, whatever the reason. Must not throw. */
   readonly onRetired: (c: HotContainer, reason: string) => void;
   /** Told when the idle timeout expires, to take the container out of its queue. */
   readonly onIdleTimeout: (c: HotContainer) => void;
 }
 
 const LISTENER = 'lsnr.sock';
+
+/** The container ended before its FDK was ready. */
+function initFailed(r: RunResult): FunctionError {
+  return new FunctionError(E.ContainerInitFail, { message: `${E.ContainerInitFail.message} (${r.message ?? 'container exited'})` });
+}
 
 export class HotContainer {
   readonly id: string;
@@ -82,11 +90,17 @@ export class HotContainer {
   /**
    * Creates and starts the container and, for http-stream, waits for its FDK
    * to announce the socket (the stdio formats are ready once started).
-   * Throws (and retires itself) on failure: ImageError from the driver,
-   * ContainerInitFail when it exits first, ContainerInitTimeout.
+   * Throws (and retires itself) on failure: the driver's errors
+   * (ImageError, ContainerStartError, DriverError), ContainerInitFail when
+   * the container exits first, ContainerInitTimeout when the socket does not appear within
+   * FN_HOT_START_TIMEOUT_MSECS of the engine's start, or `signal`'s reason.
+   *
+   * Nothing is left pending on any path: the readiness wait (its watcher,
+   * its timer) exists only while it is awaited, after the engine has
+   * started the container.
    */
-  async start(): Promise<void> {
-    const { spec, dir } = { spec: this.o.spec, dir: this.o.dir };
+  async start(signal: AbortSignal): Promise<void> {
+    const { spec, dir } = this.o;
     const socket = spec.format === 'http-stream';
     try {
       if (socket) {
@@ -97,27 +111,36 @@ export class HotContainer {
       // The stdio formats answer on stdout, so it is always taken; stderr is the log.
       const stdout = socket ? undefined : new PassThrough();
       this.stdout = stdout;
-      this.cookie = await this.o.driver.prepare({
-        ...containerBase(spec),
-        id: this.id,
-        env: spec.env,
-        labels: this.o.labels,
-        mounts: socket ? [{ hostPath: dir, containerPath: '/tmp/iofs' }] : [],
-        stdin: !socket,
-        logs: stdout ? answerOnStdout(stdout, this.o.logs) : this.o.logs,
-      });
-      const ready = socket ? this.waitForListener(join(dir, LISTENER)) : undefined;
+      const cookie = await this.o.driver.prepare(
+        {
+          ...containerBase(spec),
+          id: this.id,
+          env: spec.env,
+          labels: this.o.labels,
+          mounts: socket ? [{ hostPath: dir, containerPath: '/tmp/iofs' }] : [],
+          stdin: !socket,
+          logs: stdout ? answerOnStdout(stdout, this.o.logs) : this.o.logs,
+        },
+        signal,
+      );
+      this.cookie = cookie;
+      // Retired while the engine was creating it: nobody else will remove it.
+      if (this.state === 'retired') {
+        await cookie.close();
+        throw signal.aborted ? signal.reason : new FunctionError(E.ContainerInitFail);
+      }
       const started = performance.now();
-      await this.cookie.run();
-      void this.cookie.wait().then((r) => this.onExit(r));
-      if (ready) await ready;
-      this.startTimings = startTimings(this.cookie.timings, performance.now() - started);
-      if (ready) {
+      await cookie.run(signal);
+      // wait() never rejects (Driver contract).
+      void cookie.wait().then((r) => this.onExit(r));
+      if (socket) await this.listenerReady(join(dir, LISTENER), signal);
+      this.startTimings = startTimings(cookie.timings, performance.now() - started);
+      if (socket) {
         this.client = ContainerConnection.unix(join(dir, LISTENER));
       } else if (spec.format === 'http') {
-        this.client = stdioConnection(this.cookie.stdin!, stdout!);
+        this.client = stdioConnection(cookie.stdin!, stdout!);
       } else {
-        this.json = new JsonChannel(this.cookie.stdin!, stdout!);
+        this.json = new JsonChannel(cookie.stdin!, stdout!);
       }
     } catch (err) {
       await this.retire(`start failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -125,8 +148,12 @@ export class HotContainer {
     }
   }
 
-  /** Resolves when the FDK's socket link appears; rejects if the container exits or the start times out. */
-  private waitForListener(path: string): Promise<void> {
+  /**
+   * Resolves when the FDK's socket link appears; rejects when the container
+   * exits first, the start times out, or `signal` aborts. Its watcher, timer
+   * and listeners are released on every one of those paths.
+   */
+  private listenerReady(path: string, signal: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       let watcher: FSWatcher | undefined;
       let done = false;
@@ -135,9 +162,12 @@ export class HotContainer {
         done = true;
         clearTimeout(timer);
         watcher?.close();
+        signal.removeEventListener('abort', onAbort);
+        this.exitedBeforeReady = undefined;
         if (err) reject(err);
         else resolve();
       };
+      const onAbort = (): void => finish(signal.reason);
       const check = (): void => {
         lstat(path).then(
           () => finish(),
@@ -145,6 +175,11 @@ export class HotContainer {
         );
       };
       const timer = setTimeout(() => finish(new FunctionError(E.ContainerInitTimeout)), this.o.startTimeoutMs);
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      const exited = this.exit;
+      if (exited) return finish(initFailed(exited));
+      this.exitedBeforeReady = (r: RunResult) => finish(initFailed(r));
       try {
         watcher = watch(this.o.dir, (_event, name) => {
           if (name === LISTENER) check();
@@ -156,8 +191,6 @@ export class HotContainer {
       }
       // The link may already be there before the watch began.
       check();
-      this.exitedBeforeReady = (r: RunResult) =>
-        finish(new FunctionError(E.ContainerInitFail, { message: `${E.ContainerInitFail.message} (${r.message ?? 'container exited'})` }));
     });
   }
 
@@ -282,7 +315,11 @@ export class HotContainer {
    */
   async explain(err: unknown): Promise<unknown> {
     if (ApiError.is(err, E.FunctionResponse) && this.cookie) {
-      const result = this.exit ?? (await Promise.race([this.cookie.wait(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 250))]));
+      // A dying container's exit is reported within moments of its broken exchange.
+      let timer: NodeJS.Timeout | undefined;
+      const result =
+        this.exit ??
+        (await Promise.race([this.cookie.wait(), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 250)))]).finally(() => clearTimeout(timer)));
       if (result && result.status !== 'success') {
         return new FunctionError(E.FunctionFailed, { message: `${E.FunctionFailed.message}: ${result.message ?? result.status}`, cause: err });
       }
@@ -293,13 +330,17 @@ export class HotContainer {
   /**
    * Takes the container out of service for good: closes the connection,
    * removes the container, returns its resources, deletes its folder.
-   * Idempotent; resolves once the container is gone.
+   * Idempotent; resolves once the container is gone; never rejects.
    */
   retire(reason: string): Promise<void> {
     this.retiring ??= (async () => {
       this.state = 'retired';
       clearTimeout(this.timer);
-      this.o.onRetired(this, reason);
+      try {
+        this.o.onRetired(this, reason);
+      } catch (err) {
+        this.o.log.error({ err, container: this.id }, 'retire listener failed');
+      }
       const client = this.client;
       this.client = undefined;
       client?.destroy();

@@ -44,6 +44,34 @@ describe('SlotQueue', () => {
     await expect(b).rejects.toThrow('all');
   });
 
+  it('keeps a call past its soft deadline while a launch is tied to it, and hands it that container', async () => {
+    const q = new SlotQueue<string>('k');
+    const ended = q.launch();
+    const late = [new AbortController(), new AbortController()];
+    const tied = q.acquire(undefined, late[0]!.signal);
+    const untied = q.acquire(undefined, late[1]!.signal);
+    late[0]!.abort(new Error('busy'));
+    late[1]!.abort(new Error('busy'));
+    // One launch, two callers: only the oldest is tied to it.
+    await expect(untied).rejects.toThrow('busy');
+    expect(q.stats()).toMatchObject({ waiting: 1, launching: 1 });
+    q.release('fresh');
+    ended();
+    expect(await tied).toBe('fresh');
+  });
+
+  it('lets an overdue call go once the launch tied to it ends without a container', async () => {
+    const q = new SlotQueue<string>('k');
+    const ended = q.launch();
+    const late = new AbortController();
+    const w = q.acquire(undefined, late.signal);
+    late.abort(new Error('busy'));
+    expect(q.stats().waiting).toBe(1);
+    ended();
+    await expect(w).rejects.toThrow('busy');
+    expect(q.stats()).toMatchObject({ waiting: 0, launching: 0 });
+  });
+
   it('removes an item only while it is idle', () => {
     const q = new SlotQueue<string>('k');
     q.release('x');
@@ -52,15 +80,15 @@ describe('SlotQueue', () => {
     expect(q.isEmpty()).toBe(true);
   });
 
-  it('keeps state counts and moving averages; the first start is not counted', () => {
+  it('keeps state counts and moving averages, the first start included', () => {
     const q = new SlotQueue<string>('k');
     q.enter('start');
-    q.exit('start', 5000); // a first start often includes an image pull
+    q.exit('start', 5000); // a first start often includes an image pull: it is what starting costs here
     q.enter('start');
     q.exit('start', 400);
     q.record('run', 10);
     q.record('run', 30);
-    expect(q.stats().latency).toEqual({ wait: 0, start: 400, run: 20 });
+    expect(q.stats().latency).toEqual({ wait: 0, start: 2700, run: 20 });
     expect(() => q.exit('run')).toThrow(/below zero/);
   });
 });
@@ -85,6 +113,8 @@ describe('the launch decision', () => {
     running: 0,
     idle: 0,
     oldestWaitMs: 0,
+    launching: 0,
+    oldestLaunchMs: 0,
     latency: { wait: 0, start: s.start ?? 400, run: s.run ?? 0 },
     ...s,
   });
@@ -104,6 +134,24 @@ describe('the launch decision', () => {
   it('scales out for slow calls that one container cannot drain before another could start', () => {
     expect(needsContainer(stats({ waiting: 15, running: 1, run: 1000, oldestWaitMs: 50 }))).toBe(true);
     expect(needsContainer(stats({ waiting: 2, running: 8, run: 100, oldestWaitMs: 50 }))).toBe(false);
+  });
+
+  it('counts a start in progress as lasting at least as long as it already has', () => {
+    // 30 calls of 200 ms on three containers need 2 s; starts measured 300 ms,
+    // but the one in progress has taken 3 s already: another would not help.
+    const s = stats({ waiting: 30, running: 2, starting: 1, launching: 1, run: 200, start: 300, oldestWaitMs: 100 });
+    expect(needsContainer(s)).toBe(true);
+    expect(needsContainer({ ...s, oldestLaunchMs: 3000 })).toBe(false);
+  });
+
+  it('grows a busy fleet by at most doubling it: no more starts in flight than containers serving', () => {
+    const slow = { waiting: 40, run: 5000, oldestWaitMs: 100 };
+    expect(needsContainer(stats({ ...slow, running: 1, starting: 0 }))).toBe(true);
+    expect(needsContainer(stats({ ...slow, running: 1, starting: 1 }))).toBe(false);
+    expect(needsContainer(stats({ ...slow, running: 4, starting: 3 }))).toBe(true);
+    expect(needsContainer(stats({ ...slow, running: 4, starting: 4 }))).toBe(false);
+    // The seed starts one per waiting call at once.
+    expect(seedNeedsContainer(stats({ ...slow, running: 4, starting: 20 }))).toBe(true);
   });
 
   it('starts another when calls have waited longer than a start takes and none is starting', () => {

@@ -18,11 +18,16 @@ export type SlotState = 'wait' | 'start' | 'run';
 
 export interface SlotStats {
   readonly waiting: number;
+  /** Containers asked for: waiting for resources, or being created and started. */
   readonly starting: number;
   readonly running: number;
   readonly idle: number;
   /** How long the oldest waiting call has waited, ms (0 when none waits). */
   readonly oldestWaitMs: number;
+  /** Of `starting`, those that hold their resources and are being created and started. */
+  readonly launching: number;
+  /** How long the oldest of those has been at it, ms (0 when none): a start takes at least that long. */
+  readonly oldestLaunchMs: number;
   /** Exponentially weighted moving averages, ms; 0 until measured. */
   readonly latency: Readonly<Record<SlotState, number>>;
 }
@@ -32,6 +37,8 @@ interface Waiter<T> {
   readonly resolve: (item: T) => void;
   readonly reject: (err: unknown) => void;
   readonly detach: () => void;
+  /** Past its soft deadline, kept only while a launch is tied to it: the deadline's reason. */
+  overdue?: unknown;
 }
 
 export class SlotQueue<T> {
@@ -39,8 +46,9 @@ export class SlotQueue<T> {
   private readonly waiters: Waiter<T>[] = [];
   private starting = 0;
   private running = 0;
+  /** performance.now() of each launch in progress, oldest first. */
+  private readonly launches: number[] = [];
   private readonly latency: Record<SlotState, number> = { wait: 0, start: 0, run: 0 };
-  private readonly samples: Record<SlotState, number> = { wait: 0, start: 0, run: 0 };
 
   constructor(readonly key: string) {}
 
@@ -50,22 +58,45 @@ export class SlotQueue<T> {
   }
 
   /**
-   * The most recently released idle item, or the next one released. Rejects
-   * with the signal's reason if it aborts first, or with the error of
-   * failWaiters().
+   * The most recently released idle item, or the next one released (oldest
+   * waiter first). Rejects with `signal`'s reason when it aborts, or with the
+   * error of failWaiters().
+   *
+   * `deadline` is soft: when it aborts, the call gives up with its reason
+   * unless a launch is tied to it. The oldest N waiting calls are tied to
+   * the N launches in progress (seed 000: the caller tied to a launch hears
+   * its outcome), so a call whose container is being started for it gets
+   * that container, or the start's error, rather than "server too busy".
    */
-  acquire(signal?: AbortSignal): Promise<T> {
+  acquire(signal?: AbortSignal, deadline?: AbortSignal): Promise<T> {
     const item = this.idle.pop();
     if (item !== undefined) return Promise.resolve(item);
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<T>((resolve, reject) => {
-      const onAbort = (): void => {
+      const drop = (reason: unknown): void => {
         const i = this.waiters.indexOf(waiter);
         if (i >= 0) this.waiters.splice(i, 1);
-        reject(signal!.reason);
+        waiter.detach();
+        reject(reason);
       };
-      const waiter: Waiter<T> = { since: performance.now(), resolve, reject, detach: () => signal?.removeEventListener('abort', onAbort) };
+      const onAbort = (): void => drop(signal!.reason);
+      const onDeadline = (): void => {
+        const i = this.waiters.indexOf(waiter);
+        if (i >= 0 && i < this.launches.length) waiter.overdue = deadline!.reason;
+        else drop(deadline!.reason);
+      };
+      const waiter: Waiter<T> = {
+        since: performance.now(),
+        resolve,
+        reject,
+        detach: () => {
+          signal?.removeEventListener('abort', onAbort);
+          deadline?.removeEventListener('abort', onDeadline);
+        },
+      };
       signal?.addEventListener('abort', onAbort, { once: true });
+      if (deadline?.aborted) queueMicrotask(onDeadline);
+      else deadline?.addEventListener('abort', onDeadline, { once: true });
       this.waiters.push(waiter);
     });
   }
@@ -125,22 +156,49 @@ export class SlotQueue<T> {
   }
 
   /**
+   * A launch got its resources and starts a container: the oldest waiting
+   * call without a launch is now tied to it. Returns the function that ends
+   * the launch (call it once, when the container is offered or has failed);
+   * overdue calls no longer tied to a launch then give up.
+   */
+  launch(): () => void {
+    const at = performance.now();
+    this.launches.push(at);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.launches.splice(this.launches.indexOf(at), 1);
+      for (let i = this.waiters.length - 1; i >= this.launches.length; i--) {
+        const w = this.waiters[i]!;
+        if (w.overdue === undefined) continue;
+        this.waiters.splice(i, 1);
+        w.detach();
+        w.reject(w.overdue);
+      }
+    };
+  }
+
+  /**
    * Moving average with smoothing 0.5: recent samples matter most, noise is
-   * damped. The first start is not counted (it often includes an image pull).
+   * damped. Every start counts, the first too: a burst on a fresh function
+   * must be planned with what starting really costs on this host (image
+   * pull included), not with a guess.
    */
   record(state: SlotState, latencyMs: number): void {
-    const n = this.samples[state]++;
-    if (state === 'start' && n === 0) return;
     this.latency[state] = this.latency[state] === 0 ? latencyMs : (this.latency[state] + latencyMs) / 2;
   }
 
   stats(): SlotStats {
+    const now = performance.now();
     return {
       waiting: this.waiters.length,
       starting: this.starting,
       running: this.running,
       idle: this.idle.length,
-      oldestWaitMs: this.waiters[0] ? performance.now() - this.waiters[0].since : 0,
+      oldestWaitMs: this.waiters[0] ? now - this.waiters[0].since : 0,
+      launching: this.launches.length,
+      oldestLaunchMs: this.launches[0] !== undefined ? now - this.launches[0] : 0,
       latency: { ...this.latency },
     };
   }
@@ -162,11 +220,17 @@ export const DEFAULT_START_MS = 500;
  * a few milliseconds. Here a container is started only when it helps:
  * - calls wait, and fewer containers are starting than calls wait; and
  * - no container serves the queue; or
- * - the queue will not drain before a new container could be ready: the
- *   waiting calls need `waiting * runLatency / containers`, a start takes
- *   `startLatency`; or
- * - nothing is starting and the oldest call has already waited longer than
- *   a start takes (the run time is not known yet, or the load just grew).
+ * - fewer containers are starting than already serve calls (starts compete
+ *   for the same CPUs: a burst grows the fleet by doubling it, as TCP's slow
+ *   start does, rather than starting one container per caller at once), and
+ *   - the queue will not drain before a new container could be ready: the
+ *     waiting calls need `waiting * runLatency / containers`, a start takes
+ *     `startLatency`; or
+ *   - nothing is starting and the oldest call has already waited longer
+ *     than a start takes (the run time is not known yet, or the load grew).
+ * A start is estimated from the measured starts (the first included) and is
+ * at least as long as the oldest start in progress, so a burst on a slow host
+ * does not launch a container per call on a hopeful guess.
  * The agent re-evaluates on every arrival, release and start, and every
  * FN_HOT_POLL_MSECS while calls wait.
  */
@@ -175,7 +239,9 @@ export function needsContainer(s: SlotStats): boolean {
   if (s.starting >= s.waiting) return false;
   const serving = s.running + s.starting + s.idle;
   if (serving === 0) return true;
-  const start = s.latency.start || DEFAULT_START_MS;
+  if (s.starting >= Math.max(1, s.running + s.idle)) return false;
+  // A start in progress has already taken this long: starts cost at least that.
+  const start = Math.max(s.latency.start || DEFAULT_START_MS, s.oldestLaunchMs);
   if (s.starting === 0 && s.oldestWaitMs > start) return true;
   if (s.latency.run === 0) return false;
   return (s.waiting * s.latency.run) / serving > start;

@@ -9,6 +9,7 @@ import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
 import { callStatus, type CallRecord, type CallTimings } from '../models/index.js';
 import type { FunctionSpec } from './call.js';
 import type { CallRequest } from './protocol/call.js';
+import type { Logger } from 'pino';
 
 export interface CallInfo {
   readonly id: string;
@@ -22,10 +23,27 @@ export interface CallOutcome {
   readonly record: CallRecord;
 }
 
-/** Hooks around every call, for later features (call records, metrics). */
+/**
+ * Hooks around every call, for call records and metrics.
+ *
+ * Rules: a listener is called synchronously on the call's path, so it must
+ * be cheap and must not block (hand slow work, like storing a record, to a
+ * queue of its own). It must not throw: one that does is logged and
+ * skipped, and the call, the other listeners and shutdown go on as if it
+ * had returned.
+ */
 export interface CallListener {
   onCallStart?(call: CallInfo): void;
   onCallEnd?(call: CallInfo, outcome: CallOutcome): void;
+}
+
+/** Calls `fn`, logging rather than passing on what it throws (the listener rules above). */
+function guarded(log: Logger, what: string, fn: () => void): void {
+  try {
+    fn();
+  } catch (err) {
+    log.error({ err }, `a call listener's ${what} threw; it is skipped (listeners must not throw)`);
+  }
 }
 
 /** Starts watching a container's resource use; the returned function stops it. */
@@ -63,9 +81,10 @@ export class CallTrace {
     private readonly call: CallInfo,
     private readonly req: CallRequest,
     private readonly listeners: readonly CallListener[],
+    private readonly log: Logger,
     private readonly onEnd: () => void,
   ) {
-    for (const l of listeners) l.onCallStart?.(call);
+    for (const l of listeners) if (l.onCallStart) guarded(log, 'onCallStart', () => l.onCallStart!(call));
   }
 
   /** Milliseconds since arrival, noted as the call's wait. */
@@ -110,7 +129,7 @@ export class CallTrace {
     try {
       if (this.listeners.length > 0) {
         const outcome: CallOutcome = { status, error, durationMs: performance.now() - this.t0, record: this.record(status, error) };
-        for (const l of this.listeners) l.onCallEnd?.(this.call, outcome);
+        for (const l of this.listeners) if (l.onCallEnd) guarded(this.log, 'onCallEnd', () => l.onCallEnd!(this.call, outcome));
       }
     } finally {
       this.onEnd();

@@ -88,6 +88,9 @@ export interface Cookie {
   /**
    * Starts the container. An aborted signal kills it; its RunResult then
    * says 'timeout' when the abort reason is a TimeoutError, else 'cancelled'.
+   * Throws ContainerStartError when the engine refuses to start this
+   * container (bad entrypoint, bad environment), DriverError when the engine
+   * itself fails; the container is then still there for close().
    */
   run(signal?: AbortSignal): Promise<void>;
   /** Resolves once the container has exited and its output is delivered. Never rejects. */
@@ -158,6 +161,15 @@ function average(group: readonly Stat[]): Stat {
 /** The engine failed (not the function). */
 export class DriverError extends Error {
   override readonly name: string = 'DriverError';
+}
+
+/**
+ * The engine refused to start the container for what it is: an entrypoint
+ * that does not exist, an environment it cannot pass, and the like. The
+ * function's image or config is at fault, not the engine.
+ */
+export class ContainerStartError extends DriverError {
+  override readonly name = 'ContainerStartError';
 }
 
 /** The image is missing, cannot be pulled, or its pull timed out. */

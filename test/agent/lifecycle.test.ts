@@ -50,6 +50,51 @@ describe('memory pressure', () => {
   });
 });
 
+describe('changes to a fn with calls in flight', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  const put = (fnId: string, body: unknown) => s.call(`/v2/fns/${fnId}`, { method: 'PUT', body, headers: { 'content-type': 'application/json' } });
+  const hosts = async (fnId: string) => (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fnId).map((c) => c.Id.slice(0, 12));
+  const queueOf = (fnId: string) => s.server.agent!.snapshot().queues.find((q) => q.fnId === fnId);
+
+  it('removes a container that was busy when its fn changed as soon as its call ends', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, probe);
+    const warm = await s.invoke(fn.id, {});
+    const busy = s.invoke(fn.id, { sleep: 1500 });
+    expect(await eventually(() => queueOf(fn.id)?.running === 1, 2000, 20)).toBe(true);
+    expect((await put(fn.id, { memory: 256 })).status).toBe(200);
+    const done = await busy;
+    expect(done.status).toBe(200);
+    expect(done.json.hostname).toBe(warm.json.hostname);
+    // Well before the fn's idle_timeout (30 s).
+    expect(await eventually(async () => !(await hosts(fn.id)).includes(warm.json.hostname), 2000)).toBe(true);
+    const next = await s.invoke(fn.id, {});
+    expect(next.status).toBe(200);
+    expect(next.json.hostname).not.toBe(warm.json.hostname);
+  });
+
+  it('lets a container that was starting when its fn changed serve the call waiting for it, then removes it', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, probe);
+    const first = s.invoke(fn.id, { who: 'first' });
+    expect(await eventually(() => (queueOf(fn.id)?.starting ?? 0) > 0, 2000, 5)).toBe(true);
+    expect((await put(fn.id, { config: { CFG_CHANGED: 'yes' } })).status).toBe(200);
+    const res = await first;
+    expect(res.status).toBe(200);
+    expect(res.json.env.CFG_CHANGED).toBeUndefined();
+    expect(await eventually(async () => !(await hosts(fn.id)).includes(res.json.hostname), 2000)).toBe(true);
+    const next = await s.invoke(fn.id, {});
+    expect(next.json.env.CFG_CHANGED).toBe('yes');
+  });
+});
+
 describe('the server process', () => {
   it('finishes in-flight calls on SIGTERM, then removes every container it started', async () => {
     const dbUrl = `sqlite3://${join(dir, 'term', 'fn.db')}`;
@@ -65,6 +110,34 @@ describe('the server process', () => {
     expect(answer.body.body).toEqual({ sleep: 1500 });
     expect(await exit).toBe(0);
     expect(await ownedBy(dbUrl)).toEqual([]);
+  });
+
+  it('never removes a live server\'s containers, and removes a dead one\'s however the data directory is spelled', async () => {
+    const data = join(dir, 'shared');
+    const spelled = `sqlite3://${data}/fn.db`;
+    const respelled = `sqlite3://${data}/./fn.db`;
+    const first = await startFnts({ FN_DB_URL: spelled });
+    const app = (await json(`${first.url}/v2/apps`, { name: 'shared' })).body;
+    const fn = (await json(`${first.url}/v2/fns`, { app_id: app.id, name: 'f', image: probe })).body;
+    const before = await json(`${first.url}/invoke/${fn.id}`, {});
+    expect(before.status).toBe(200);
+
+    // A second server on the same data directory, spelled the same way.
+    const second = await startFnts({ FN_DB_URL: spelled });
+    const after = await json(`${first.url}/invoke/${fn.id}`, {});
+    expect(after.status).toBe(200);
+    expect(after.body.hostname).toBe(before.body.hostname);
+    expect(second.output()).toMatch(/another fnts server .* uses this data directory/);
+    expect(await second.stop()).toBe(0);
+    expect(await ownedBy(spelled)).toHaveLength(1);
+
+    await first.stop('SIGKILL');
+    const third = await startFnts({ FN_DB_URL: respelled });
+    try {
+      expect(await ownedBy(respelled)).toEqual([]);
+    } finally {
+      expect(await third.stop()).toBe(0);
+    }
   });
 
   it('removes containers left by an earlier instance that died', async () => {

@@ -15,6 +15,7 @@
  * the call id and the body. The config variable MODE changes how it starts:
  *   MODE=never-ready         never binds the FDK socket
  *   MODE=exit-on-start       exits at once
+ *   MODE=slow-ready          binds the FDK socket after READY_AFTER_MS
  */
 import { ensureFunctionImage } from './images.js';
 
@@ -27,6 +28,10 @@ if (process.env.MODE === 'never-ready') {
 } else if (process.env.MODE === 'exit-on-start') {
   process.exit(3);
 } else {
+  setTimeout(serve, process.env.MODE === 'slow-ready' ? Number(process.env.READY_AFTER_MS) : 0);
+}
+
+function serve() {
   fdk.handle(async function (input, ctx) {
     const cmd = input && typeof input === 'object' ? input : {};
     if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
@@ -60,6 +65,11 @@ if (process.env.MODE === 'never-ready') {
   }, { inputMode: 'json' });
 }
 `;
+
+/** An image whose entrypoint does not exist: the engine refuses to start its containers. */
+export function missingEntrypointImage(): Promise<string> {
+  return ensureFunctionImage('no-entrypoint', PROBE_FUNC_JS, {}, ['/function/not-there']);
+}
 
 export function probeImage(): Promise<string> {
   return ensureFunctionImage('probe', PROBE_FUNC_JS);

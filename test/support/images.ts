@@ -111,10 +111,15 @@ const FDK_DIR = join(root, 'node_modules', '@fnproject', 'fdk');
  * the official FDK (`require('@fnproject/fdk')`), entrypoint `node func.js`.
  * Returns the image tag, which changes whenever the source does.
  */
-export async function ensureFunctionImage(name: string, funcJs: string, extraFiles: Record<string, string> = {}): Promise<string> {
+export async function ensureFunctionImage(
+  name: string,
+  funcJs: string,
+  extraFiles: Record<string, string> = {},
+  entrypoint: readonly string[] = ['node', 'func.js'],
+): Promise<string> {
   const base = await ensureNodeBaseImage();
   const fdkFiles = listFiles(FDK_DIR).sort();
-  const tag = `fnts-test/${name}:${digest([base, funcJs, JSON.stringify(extraFiles), ...fdkFiles.map((f) => readFileSync(join(FDK_DIR, f)))])}`;
+  const tag = `fnts-test/${name}:${digest([base, funcJs, JSON.stringify(extraFiles), JSON.stringify(entrypoint), ...fdkFiles.map((f) => readFileSync(join(FDK_DIR, f)))])}`;
   if (await imageExists(tag)) return tag;
   const ctx = mkdtempSync(join(tmpdir(), `fnts-fn-${name}-`));
   try {
@@ -129,7 +134,7 @@ export async function ensureFunctionImage(name: string, funcJs: string, extraFil
       mkdirSync(dirname(join(ctx, file)), { recursive: true });
       writeFileSync(join(ctx, file), content);
     }
-    writeFileSync(join(ctx, 'Dockerfile'), [`FROM ${base}`, 'WORKDIR /function', 'COPY . /function/', 'ENTRYPOINT ["node", "func.js"]', ''].join('\n'));
+    writeFileSync(join(ctx, 'Dockerfile'), [`FROM ${base}`, 'WORKDIR /function', 'COPY . /function/', `ENTRYPOINT ${JSON.stringify(entrypoint)}`, ''].join('\n'));
     await build(ctx, tag);
   } finally {
     rmSync(ctx, { recursive: true, force: true });

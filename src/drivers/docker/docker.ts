@@ -9,6 +9,7 @@
 import type { Readable, Writable } from 'node:stream';
 import Docker from 'dockerode';
 import {
+  ContainerStartError,
   DriverError,
   ImageError,
   parseImage,
@@ -279,6 +280,9 @@ class DockerCookie implements Cookie {
     try {
       await this.container.start();
     } catch (err) {
+      // An answer from the engine means it refused this container (its
+      // entrypoint, its environment); no answer means the engine is gone.
+      if (statusCode(err) !== undefined) throw new ContainerStartError(engineMessage(err), { cause: err });
       throw new DriverError(`Docker engine error starting container: ${engineMessage(err)}`, { cause: err });
     }
     signal?.addEventListener(
