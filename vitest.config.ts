@@ -8,6 +8,6 @@ export default defineConfig({
     hookTimeout: 180_000,
     globalSetup: ['test/setup/global.ts'],
     // Any unhandled rejection or uncaught exception fails the run.
-    setupFiles: ['test/setup/faults.ts'],
+    setupFiles: ['test/setup/faults.ts', 'test/setup/children.ts'],
   },
 });

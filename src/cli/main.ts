@@ -3,8 +3,74 @@
  * cli/ — the `fnts` command line.
  */
 import { Command } from 'commander';
-import { compileConfig, ConfigError } from '../config/index.js';
-import { startServer, VERSION } from '../server/index.js';
+import { compileConfig, ConfigError, type Config } from '../config/index.js';
+import { startServer, VERSION, type RunningServer } from '../server/index.js';
+
+/** After the calls are cut, how long removing the containers may take before the process exits anyway. */
+const CLEANUP_BOUND_MS = 15_000;
+
+/**
+ * Stops the server on SIGTERM/SIGINT, boundedly:
+ *   1st signal  stop accepting; calls in flight get FNTS_DRAIN_TIMEOUT_MSECS
+ *               to finish, then they are cut; every container is removed
+ *   2nd signal  cut the calls in flight now; containers are still removed
+ *   3rd signal  exit at once (the next start removes what is left)
+ * Whatever happens, the process exits within the drain time plus
+ * CLEANUP_BOUND_MS of the first signal.
+ */
+function stopOnSignals(server: RunningServer, config: Config): void {
+  const log = server.logger;
+  let signals = 0;
+  let deadline: NodeJS.Timeout | undefined;
+  const cut = (why: string): void => {
+    log.warn(why);
+    server.abort();
+    deadline ??= setTimeout(() => {
+      log.error(`containers not all removed within ${CLEANUP_BOUND_MS / 1000}s: exiting; the next start removes what is left`);
+      process.exit(1);
+    }, CLEANUP_BOUND_MS);
+    deadline.unref();
+  };
+  const stop = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (signals === 1) {
+      log.info({ signal }, `shutting down: calls in flight have ${config.drainTimeoutMs / 1000}s to finish (send ${signal} again to cut them now)`);
+      setTimeout(() => cut(`calls still running after ${config.drainTimeoutMs / 1000}s: cutting them and removing containers`), config.drainTimeoutMs).unref();
+      server.close().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          log.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    } else if (signals === 2) {
+      cut(`second ${signal}: cutting calls in flight and removing containers (a third signal exits at once)`);
+    } else {
+      log.warn({ signal }, 'third signal: exiting now; containers left behind are removed at the next start');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+/**
+ * A bug in fnts must not take the functions down with it: an unhandled
+ * rejection is logged loudly and the server goes on; an uncaught exception
+ * leaves the process in an unknown state, so the server stops, boundedly,
+ * removing its containers.
+ */
+function reportFaults(server: RunningServer): void {
+  process.on('unhandledRejection', (reason) => {
+    server.logger.error({ err: reason }, 'unhandled rejection (a bug in fnts: please report it); the server keeps serving');
+  });
+  process.on('uncaughtException', (err) => {
+    server.logger.fatal({ err }, 'uncaught exception (a bug in fnts: please report it); stopping');
+    server.abort();
+    setTimeout(() => process.exit(1), CLEANUP_BOUND_MS).unref();
+    server.close().finally(() => process.exit(1));
+  });
+}
 
 async function serve(): Promise<void> {
   let config;
@@ -18,24 +84,8 @@ async function serve(): Promise<void> {
     throw err;
   }
   const server = await startServer(config);
-  let signals = 0;
-  const stop = (signal: NodeJS.Signals): void => {
-    signals++;
-    if (signals > 1) {
-      server.logger.warn({ signal }, 'second signal: exiting without waiting for in-flight work');
-      process.exit(1);
-    }
-    server.logger.info({ signal }, 'shutting down: finishing in-flight requests');
-    server.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        server.logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  reportFaults(server);
+  stopOnSignals(server, config);
 }
 
 const program = new Command()

@@ -31,6 +31,12 @@ export interface Config {
   readonly publicUrl: string | undefined;
   /** Largest JSON body accepted by the management API, in bytes. */
   readonly maxApiBodyBytes: number;
+  /**
+   * FNTS_DRAIN_TIMEOUT_MSECS (25000): on SIGTERM/SIGINT, how long calls in
+   * flight may take to finish before they are cut (503) and every container
+   * is removed.
+   */
+  readonly drainTimeoutMs: number;
   readonly agent: AgentSettings;
 }
 
@@ -202,6 +208,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     logLevel: oneOf(env, 'FN_LOG_LEVEL', LOG_LEVELS, 'info'),
     publicUrl: publicUrl?.replace(/\/+$/, ''),
     maxApiBodyBytes: integer(env, 'FN_MAX_API_BODY_SIZE', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    drainTimeoutMs: msecs(env, 'FNTS_DRAIN_TIMEOUT_MSECS', 25_000, 0),
     agent: Object.freeze({
       freezeIdleMs: optionalMsecs(env, 'FN_FREEZE_IDLE_MSECS', 50),
       ejectIdleMs: msecs(env, 'FN_EJECT_IDLE_MSECS', 1000, 0),

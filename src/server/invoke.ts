@@ -36,22 +36,65 @@ interface Target {
   readonly trigger?: Trigger;
 }
 
-/** Request bodies up to this size (declared by Content-Length) are read whole before the call. */
+/** Request bodies up to this size (declared by Content-Length) take the fast path: read whole with no stream. */
 const SMALL_BODY_BYTES = 64 * 1024;
 
-/** Reads a request body of known, small length. */
-function readAll(req: IncomingMessage): Promise<Buffer> {
-  return new Promise<Buffer>((resolve, reject) => {
+/**
+ * A call's body is gathered before a container is taken for it: whole when
+ * it is at most this big, else this much of it before the rest streams in
+ * behind. A client that stalls its upload holds no container meanwhile (the
+ * server's request timeout ends the upload).
+ */
+const GATHER_BYTES = 1024 * 1024;
+
+/** The client went away mid-upload: its doing, not the server's. */
+function clientGone(err?: unknown): ApiError {
+  return new ApiError(E.ClientCancelled, { cause: err });
+}
+
+interface Gathered {
+  readonly chunks: Buffer[];
+  readonly size: number;
+  /** The whole body is in `chunks`. */
+  readonly ended: boolean;
+}
+
+/**
+ * Reads `req` until it ends or `threshold` bytes have come, then pauses it.
+ * Rejects with 413 past `limit`, with ClientCancelled when the client leaves.
+ */
+function gather(req: IncomingMessage, threshold: number, limit: number): Promise<Gathered> {
+  return new Promise<Gathered>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    const done = (err: unknown, ended = false): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onError);
+      if (err) reject(err);
+      else {
+        if (!ended) req.pause();
+        resolve({ chunks, size, ended });
+      }
+    };
+    const onData = (c: Buffer): void => {
       chunks.push(c);
       size += c.length;
-    });
-    req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-    req.once('error', reject);
-    req.once('aborted', () => reject(new ApiError(E.ClientCancelled)));
+      if (size > limit) done(new ApiError(E.RequestContentTooBig));
+      else if (size >= threshold) done(undefined);
+    };
+    const onEnd = (): void => done(undefined, true);
+    const onError = (err?: unknown): void => done(clientGone(err));
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onError);
+    req.once('aborted', onError);
   });
+}
+
+function joined(g: Gathered): Buffer {
+  return g.chunks.length === 1 ? g.chunks[0]! : Buffer.concat(g.chunks, g.size);
 }
 
 /** Bodies up to this size are sent in one write together with the headers. */
@@ -177,9 +220,11 @@ export class InvokeHandler {
   }
 
   /**
-   * The request body for the function: none; a small body of declared length
-   * read whole (it then goes to the container in one write); else the stream,
-   * cut at FN_MAX_REQUEST_SIZE.
+   * The request body for the function, gathered before any container is
+   * taken for it (GATHER_BYTES): none; read whole when small or when it
+   * ends within GATHER_BYTES (it then goes to the container in one write);
+   * else what came first followed by the rest as a stream, cut at
+   * FN_MAX_REQUEST_SIZE.
    */
   private async requestBody(req: IncomingMessage, framing: RequestFraming): Promise<{ body: Readable | Buffer | null; length: number | undefined }> {
     const { length, chunked } = framing;
@@ -187,6 +232,7 @@ export class InvokeHandler {
     const declared = chunked ? undefined : length;
     const max = this.deps.maxRequestBytes;
     if (max > 0 && declared !== undefined && declared > max) throw new ApiError(E.RequestContentTooBig);
+    const limit = max > 0 ? max : Infinity;
     if (declared !== undefined && declared <= SMALL_BODY_BYTES) {
       // A small body usually arrives with the headers: Node's parser has
       // queued it by the next microtask, and read() takes it without a listener.
@@ -196,23 +242,26 @@ export class InvokeHandler {
         if (whole?.length === declared) return { body: whole, length: declared };
         if (whole) req.unshift(whole);
       }
-      return { body: await readAll(req), length: declared };
     }
-    if (max <= 0) return { body: req, length: declared };
-    let seen = 0;
-    const limited = new Transform({
+    const first = await gather(req, GATHER_BYTES, limit);
+    if (first.ended) return { body: joined(first), length: first.size };
+    // The rest streams behind what came first, still counted against the limit.
+    let seen = first.size;
+    const rest = new Transform({
       transform(chunk: Buffer, _enc, done) {
         seen += chunk.length;
-        if (seen > max) done(new ApiError(E.RequestContentTooBig));
+        if (seen > limit) done(new ApiError(E.RequestContentTooBig));
         else done(null, chunk);
       },
     });
-    req.pipe(limited);
-    req.once('error', (err) => limited.destroy(err));
-    // Until the call sends the body, an error is only recorded (limited.errored);
+    rest.push(joined(first));
+    req.pipe(rest);
+    req.once('error', (err) => rest.destroy(clientGone(err)));
+    req.once('aborted', () => rest.destroy(clientGone()));
+    // Until the call sends the body, an error is only recorded (rest.errored);
     // the exchange checks for it and fails the call with it.
-    limited.on('error', () => undefined);
-    return { body: limited, length: declared };
+    rest.on('error', () => undefined);
+    return { body: rest, length: declared };
   }
 
   private fail(req: IncomingMessage, res: ServerResponse, callId: string, err: unknown): void {

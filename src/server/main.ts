@@ -21,6 +21,12 @@ export interface RunningServer {
    * this server started, closes the datastore. Idempotent.
    */
   close(): Promise<void>;
+  /**
+   * Cuts calls in flight (they answer 503) and container starts, so that
+   * close() completes without waiting for functions. Call it during or
+   * before close().
+   */
+  abort(): void;
 }
 
 export function createLogger(config: Config): Logger {
@@ -92,6 +98,9 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     port,
     logger,
     agent,
+    abort() {
+      agent?.abort();
+    },
     close() {
       closing ??= (async () => {
         // Connections that go idle after an in-flight answer would otherwise

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeImage } from '../support/functions.js';
 import { eventually, startTestServer, type TestServer } from '../support/server.js';
@@ -159,5 +160,38 @@ describe('when the server is full', () => {
     expect(refused.ms).toBeGreaterThan(1800);
     expect(refused.ms).toBeLessThan(2600);
     expect((await busy).status).toBe(200);
+  });
+});
+
+describe('a client that stalls its upload', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    // Room for one 128 MB container only.
+    s = await startTestServer({ FN_MAX_TOTAL_MEMORY_BYTES: String(200 * 1024 * 1024) });
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('holds no container while its body has not arrived: other calls are served meanwhile', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, probe, { timeout: 4 });
+    expect((await s.invoke(fn.id, {})).status).toBe(200);
+    const u = new URL(s.url);
+    const stalled = connect(Number(u.port), u.hostname);
+    stalled.on('error', () => undefined);
+    await new Promise<void>((r) => stalled.once('connect', () => r()));
+    // 2 MB announced, 100 KB sent, then nothing.
+    stalled.write(`POST /invoke/${fn.id} HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * 1024 * 1024}\r\n\r\n`);
+    stalled.write(Buffer.alloc(100 * 1024, 'z'));
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const other = await s.invoke(fn.id, { n: 2 });
+      expect(other.status).toBe(200);
+      expect(other.json.body).toEqual({ n: 2 });
+      expect(other.ms).toBeLessThan(1000);
+    } finally {
+      stalled.destroy();
+    }
   });
 });

@@ -9,8 +9,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { TAG_LABEL } from '../../src/agent/index.js';
 import { docker, dockerReachable, ensureNodeBaseImage } from '../support/images.js';
+import { containersOfRun } from '../support/leaks.js';
 import { RUN_TAG_ENV } from '../support/tag.js';
 
 export default async function setup(): Promise<() => Promise<void>> {
@@ -27,7 +27,7 @@ export default async function setup(): Promise<() => Promise<void>> {
   process.env[RUN_TAG_ENV] = tag;
 
   return async () => {
-    const leaked = await docker().listContainers({ all: true, filters: { label: [`${TAG_LABEL}=${tag}`] } });
+    const leaked = await containersOfRun(tag);
     if (leaked.length === 0) return;
     await Promise.all(leaked.map((c) => docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
     // Thrown errors in a teardown do not fail the run: say so and set the exit code.

@@ -15,8 +15,38 @@ export interface FntsProcess {
   readonly url: string;
   /** Everything the process wrote so far. */
   output(): string;
-  /** Sends `signal` and resolves with the exit code. */
+  /**
+   * Sends `signal` and resolves with the exit code. Throws when the server
+   * logged an unhandled rejection or uncaught exception: a bug that would
+   * have ended (or been about to end) a user's server.
+   */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Every fnts process a test started and that has not exited yet. */
+const live = new Set<ChildProcess>();
+
+/**
+ * Stops whatever fnts processes are still running (a test that failed before
+ * it stopped its server): SIGTERM, then SIGKILL after `graceMs`. Runs after
+ * every test file (test/setup/children.ts), so no server outlives its test.
+ */
+export async function stopLeftoverServers(graceMs = 15_000): Promise<number> {
+  const left = [...live];
+  await Promise.all(
+    left.map(
+      (proc) =>
+        new Promise<void>((resolve) => {
+          const kill = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+          proc.once('exit', () => {
+            clearTimeout(kill);
+            resolve();
+          });
+          proc.kill('SIGTERM');
+        }),
+    ),
+  );
+  return left.length;
 }
 
 export function runFnts(
@@ -25,6 +55,8 @@ export function runFnts(
   cwd?: string,
 ): { proc: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
   const proc = spawn(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env['PATH'] ?? '', ...testRunTag(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(proc);
+  proc.once('exit', () => live.delete(proc));
   let output = '';
   proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
   proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));
@@ -60,9 +92,11 @@ export async function startFnts(env: Record<string, string>, options: { cwd?: st
     url: `http://127.0.0.1:${port}`,
     output: () => output,
     async stop(signal = 'SIGTERM') {
-      if (proc.exitCode !== null) return proc.exitCode;
-      proc.kill(signal);
-      return (await done).code;
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const { code } = await done;
+      const fault = /unhandled rejection|uncaught exception|UnhandledPromiseRejection/i.exec(output);
+      if (fault) throw new Error(`fnts logged a fault that would end a server:\n${output}`);
+      return code;
     },
   };
 }

@@ -1,0 +1,47 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { compileConfig, ConfigError } from './config.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'fnts-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('compileConfig', () => {
+  it.each([
+    ['FN_HOT_START_TIMEOUT_MSECS', '-1', 'FN_HOT_START_TIMEOUT_MSECS=-1 is out of range; use a value from 1 to 86400000 milliseconds'],
+    ['FN_HOT_START_TIMEOUT_MSECS', '0', 'FN_HOT_START_TIMEOUT_MSECS=0 is out of range; use a value from 1 to 86400000 milliseconds'],
+    ['FN_HOT_PULL_TIMEOUT_MSECS', '-5', 'FN_HOT_PULL_TIMEOUT_MSECS=-5 is out of range; use a value from 1 to 86400000 milliseconds'],
+    ['FN_EJECT_IDLE_MSECS', '-1', 'FN_EJECT_IDLE_MSECS=-1 is out of range; use a value from 0 to 86400000 milliseconds'],
+    ['FN_HOT_POLL_MSECS', '-1', 'FN_HOT_POLL_MSECS=-1 is out of range; use a value from 10 to 60000 milliseconds'],
+    ['FNTS_DRAIN_TIMEOUT_MSECS', 'soon', 'FNTS_DRAIN_TIMEOUT_MSECS=soon is not a whole number of milliseconds; use a value from 0 to 86400000'],
+  ])('refuses %s=%s, saying what to use', (name, value, message) => {
+    expect(() => compileConfig({ [name]: value }, dir)).toThrow(new ConfigError(message));
+  });
+
+  it('switches freezing and stats sampling off with a negative value, as Fn documents', () => {
+    const a = compileConfig({ FN_FREEZE_IDLE_MSECS: '-1', FNTS_STATS_INTERVAL_MSECS: '-1' }, dir).agent;
+    expect(a.freezeIdleMs).toBe(Infinity);
+    expect(a.statsIntervalMs).toBe(Infinity);
+  });
+
+  it('gives one data directory one owner identity, however its path is spelled', () => {
+    const data = join(dir, 'data');
+    mkdirSync(data);
+    symlinkSync(data, join(dir, 'link'));
+    const owner = (url: string, cwd = dir) => compileConfig({ FN_DB_URL: url }, cwd).agent.owner;
+    const plain = owner(`sqlite3://${data}/fn.db`);
+    expect(owner(`sqlite3://${data}/./fn.db`)).toBe(plain);
+    expect(owner(`sqlite3://${dir}/other/../data/fn.db`)).toBe(plain);
+    expect(owner(`sqlite3://${dir}/link/fn.db`)).toBe(plain);
+    expect(owner('sqlite3://data/fn.db')).toBe(plain);
+    expect(owner('sqlite3://fn.db', data)).toBe(plain);
+    expect(owner(`sqlite3://${data}/other.db`)).not.toBe(plain);
+  });
+
+  it('takes FN_CONTAINER_LABEL_TAG as a label value, and refuses one Docker could not use', () => {
+    expect(compileConfig({ FN_CONTAINER_LABEL_TAG: 'blue-1' }, dir).agent.containerTag).toBe('blue-1');
+    expect(compileConfig({}, dir).agent.containerTag).toBeUndefined();
+    expect(() => compileConfig({ FN_CONTAINER_LABEL_TAG: 'a b' }, dir)).toThrow(/FN_CONTAINER_LABEL_TAG=a b is not a valid label value/);
+  });
+});
