@@ -71,6 +71,8 @@ export const E = Object.freeze({
   FnsNameImmutable: def('FnsNameImmutable', 409, 'Could not update - name is immutable'),
   FnsAppImmutable: def('FnsAppImmutable', 409, 'Could not update - app_id is immutable'),
   InvalidConfigKey: def('InvalidConfigKey', 400, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"),
+  // fnts's own (Fn stores it, and the fn's containers then fail to start), worded like InvalidConfigKey.
+  InvalidConfigValue: def('InvalidConfigValue', 400, 'Invalid config value, config values must not contain NUL'),
 
   // triggers
   TriggerIDProvided: def('TriggerIDProvided', 400, 'ID cannot be provided for Trigger creation'),

@@ -94,6 +94,8 @@ describe('POST /v2/apps', () => {
       'Invalid annotation change, new key(s) exceed maximum permitted number of annotations keys (100)',
     ],
     [{ name: 'x', config: { 'A=B': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
+    // Docker cannot pass a NUL in an environment variable: the fn's containers could never start.
+    [{ name: 'x', config: { A: 'a\u0000b' } }, 'Invalid config value, config values must not contain NUL'],
   ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
     await api.expectError('POST', '/v2/apps', payload, 400, message);
     expect(await appNames()).toEqual([]);
@@ -186,6 +188,7 @@ describe('PUT /v2/apps/{appID}', () => {
     await api.expectError('PUT', `/v2/apps/${app.id}`, '{', 400, 'Invalid JSON');
     await api.expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2' }, annotations: { 'bad key': 1 } }, 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace');
     await api.expectError('PUT', `/v2/apps/${app.id}`, { syslog_url: 'ftp://x' }, 400, 'invalid syslog url: "ftp://x" invalid scheme, only [tcp, udp, unix, unixgram, tcp+tls] are supported');
+    await api.expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2', B: 'x\u0000' } }, 400, 'Invalid config value, config values must not contain NUL');
     await api.expectError('PUT', '/v2/apps/nope', { config: { A: '2' } }, 404, 'App not found');
     expect((await api.call('GET', `/v2/apps/${app.id}`)).body).toEqual(app);
   });

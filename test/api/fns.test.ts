@@ -79,6 +79,7 @@ describe('POST /v2/fns', () => {
     [{ app_id: 'APP', name: 'f', image: IMAGE, idle_timeout: 3601 }, 'idle_timeout value is out of range, must be between 0 and 3600'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, annotations: { ' ': 1 } }, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, config: { '': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, config: { K: '\u0000' } }, 'Invalid config value, config values must not contain NUL'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, format: 'grpc' }, 'Invalid format on Fn'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, format: 5 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: -1 }, 'Invalid JSON'],
@@ -153,6 +154,7 @@ describe('PUT /v2/fns/{fnID}', () => {
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { memory: 9000 }, 400, 'memory value is out of range. It should be between 0 and 8192');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { timeout: -5 }, 400, 'timeout value is out of range, must be between 0 and 300');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { format: 'xml' }, 400, 'Invalid format on Fn');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { config: { K: 'v\u0000' } }, 400, 'Invalid config value, config values must not contain NUL');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { id: 'other' }, 400, 'Fn ID in path does not match that in body');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' }, 409, 'Could not update - name is immutable');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { app_id: 'elsewhere' }, 409, 'Could not update - app_id is immutable');
