@@ -40,6 +40,14 @@ export const E = Object.freeze({
   MissingName: def('MissingName', 400, 'Missing Name'),
   InternalServerError: def('InternalServerError', 500, 'internal server error'),
   ServiceUnavailable: def('ServiceUnavailable', 503, 'Service is shutting down'),
+  // Requests Node's HTTP parser refuses or the server stops waiting for. Fn
+  // leaves most of these to Go's net/http, which answers in plain text; these
+  // are the same statuses in Fn's JSON and sentence style.
+  MalformedRequest: def('MalformedRequest', 400, 'Malformed HTTP request'),
+  RequestTimeout: def('RequestTimeout', 408, 'Timed out receiving the request'),
+  RequestURITooLong: def('RequestURITooLong', 414, 'Request URI too long'),
+  RequestHeadersTooLarge: def('RequestHeadersTooLarge', 431, 'Request header fields too large'),
+  HTTPVersionNotSupported: def('HTTPVersionNotSupported', 505, 'HTTP version not supported'),
 
   // apps
   AppIDProvided: def('AppIDProvided', 400, 'App ID cannot be supplied on create'),
