@@ -27,6 +27,15 @@ export interface ServerDeps {
 }
 
 /**
+ * How often Node looks for requests past their deadline: a stalled request is
+ * cut at most this long after its timeout. A fraction of the shorter bound,
+ * so that the bound holds for small settings too, and never more than a second.
+ */
+function checkingIntervalMs(config: Config): number {
+  return Math.min(1000, Math.max(10, Math.floor(Math.min(config.requestHeadersTimeoutMs, config.requestTimeoutMs) / 10)));
+}
+
+/**
  * Writes `answer` straight to the socket and closes it, the way Node answers
  * parser errors itself: no request object exists, or its body is unusable.
  */
@@ -49,10 +58,19 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const app = Fastify({
     // Calls skip Fastify: every microsecond on that path shows in latency.
     serverFactory: (handler) =>
-      createServer((req, res) => {
-        if (invoke && InvokeHandler.matches(req.url ?? '')) invoke.handle(req, res);
-        else handler(req, res);
-      }).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      createServer(
+        {
+          // Node's defaults let a stalled upload hold its socket for five
+          // minutes and more; Fastify's timeouts do not reach a server it did not create.
+          headersTimeout: config.requestHeadersTimeoutMs,
+          requestTimeout: config.requestTimeoutMs,
+          connectionsCheckingInterval: checkingIntervalMs(config),
+        },
+        (req, res) => {
+          if (invoke && InvokeHandler.matches(req.url ?? '')) invoke.handle(req, res);
+          else handler(req, res);
+        },
+      ).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
         // Expect: 100-continue. A call whose body is declared too big is refused before it is sent.
         if (invoke && InvokeHandler.matches(req.url ?? '')) {
           if (invoke.checkContinue(req, res)) return;
