@@ -25,7 +25,7 @@ describe('trigger sources with escapes', () => {
 
     const viaEndpoint = await fetch(endpoint, { method: 'POST', body: '{}' });
     expect(viaEndpoint.status, await viaEndpoint.clone().text()).toBe(200);
-    expect((await viaEndpoint.json()).method).toBe('POST');
+    expect(((await viaEndpoint.json()) as { method: string }).method).toBe('POST');
     // fetch escapes the path itself; lower-case hex is the same path.
     expect((await fetch(`${fnts.url}/t/routes/café`, { method: 'POST', body: '{}' })).status).toBe(200);
     expect((await fetch(`${fnts.url}/t/routes/caf%c3%a9`, { method: 'POST', body: '{}' })).status).toBe(200);
