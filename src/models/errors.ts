@@ -76,7 +76,6 @@ export const E = Object.freeze({
   InvalidMemory: def('InvalidMemory', 400, `memory value is out of range. It should be between 0 and ${MAX_MEMORY_MB}`),
   FnsNotFound: def('FnsNotFound', 404, 'Fn not found'),
   FnsExists: def('FnsExists', 409, 'Fn with specified name already exists'),
-  FnsNameImmutable: def('FnsNameImmutable', 409, 'Could not update - name is immutable'),
   FnsAppImmutable: def('FnsAppImmutable', 409, 'Could not update - app_id is immutable'),
   InvalidConfigKey: def('InvalidConfigKey', 400, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"),
   // fnts's own (Fn stores it, and the fn's containers then fail to start), worded like InvalidConfigKey.

@@ -126,10 +126,10 @@ export function fnPatchFromJson(body: JsonObject): FnPatch {
 
 /**
  * Applies `patch` to `current`: zero values mean "unchanged", config and
- * annotations merge; name and app cannot change.
+ * annotations merge. A different name is ignored, as Fn ignores it (200, the
+ * fn keeps its name); a different app is refused.
  */
 export function applyFnPatch(current: Fn, patch: FnPatch): Fn {
-  if (patch.name && patch.name !== current.name) throw new ApiError(E.FnsNameImmutable);
   if (patch.app_id && patch.app_id !== current.app_id) throw new ApiError(E.FnsAppImmutable);
   const next: Fn = {
     ...current,

@@ -156,10 +156,24 @@ describe('PUT /v2/fns/{fnID}', () => {
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { format: 'xml' }, 400, 'Invalid format on Fn');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { config: { K: 'v\u0000' } }, 400, 'Invalid config value, config values must not contain NUL');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { id: 'other' }, 400, 'Fn ID in path does not match that in body');
-    await api.expectError('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' }, 409, 'Could not update - name is immutable');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { app_id: 'elsewhere' }, 409, 'Could not update - app_id is immutable');
     await api.expectError('PUT', '/v2/fns/nope', { memory: 256 }, 404, 'Fn not found');
     expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).toEqual(fn);
+  });
+
+  // Fn 0.3.753 answers 200 and keeps the name (its Fn.Update copies only the
+  // runtime fields), whether or not the new name is taken.
+  it('ignores a new name, as Fn does, and still applies the rest', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    await api.createFn({ app_id: app.id, name: 'taken', image: IMAGE });
+    const renamed = await api.call('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body).toEqual(fn);
+    expect((await api.call('PUT', `/v2/fns/${fn.id}`, { name: 'taken' })).body).toEqual(fn);
+    const updated = await api.call('PUT', `/v2/fns/${fn.id}`, { name: 'renamed', memory: 256 });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ name: 'f', memory: 256 });
+    expect((await api.call('GET', `/v2/fns?app_id=${app.id}`)).body.items.map((f: any) => f.name)).toEqual(['f', 'taken']);
   });
 });
 
