@@ -147,6 +147,15 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
         expect(await ds.getFnById(f.id)).toEqual(f);
       });
 
+      it('keeps "no shape" for an app without one, and for its fns', async () => {
+        const a = await app('unshaped');
+        expect(a.shape).toBeUndefined();
+        expect(await ds.getAppById(a.id)).toEqual(a);
+        const f = await fn(a.id, 'f');
+        expect(f.shape).toBeUndefined();
+        expect(await ds.getFnById(f.id)).toEqual(f);
+      });
+
       it('needs an existing app and a name unique within it', async () => {
         await expectError(fn('no-such-app', 'f'), E.AppsNotFound);
         const a = await app('a');

@@ -31,16 +31,26 @@ describe('POST /v2/apps', () => {
       config: { DB_URL: 'postgres://db' },
       annotations: { 'com.example/team': 'payments', 'com.example/cfg': { a: [1, 2] } },
       syslog_url: 'tcp://logs.example.com:514',
-      shape: 'GENERIC_X86',
       created_at: expect.stringMatching(ISO_MS),
       updated_at: res.body.created_at,
     });
     expect((await api.call('GET', `/v2/apps/${res.body.id}`)).body).toEqual(res.body);
   });
 
-  it('leaves out empty config, annotations and syslog_url, as Fn does', async () => {
+  it('leaves out empty config, annotations, syslog_url and shape, as Fn does', async () => {
     const app = await api.createApp({ name: 'bare' });
-    expect(Object.keys(app).sort()).toEqual(['created_at', 'id', 'name', 'shape', 'updated_at']);
+    expect(Object.keys(app).sort()).toEqual(['created_at', 'id', 'name', 'updated_at']);
+    expect(Object.keys((await api.call('GET', `/v2/apps/${app.id}`)).body).sort()).toEqual(['created_at', 'id', 'name', 'updated_at']);
+    expect(Object.keys(await api.createApp({ name: 'empty-shape', shape: '' })).sort()).toEqual(['created_at', 'id', 'name', 'updated_at']);
+  });
+
+  it('shows a shape only when one was set, and ignores shape in updates, as Fn does', async () => {
+    const x86 = await api.createApp({ name: 'x86', shape: 'GENERIC_X86' });
+    expect(x86.shape).toBe('GENERIC_X86');
+    const bare = await api.createApp({ name: 'bare' });
+    expect((await api.call('PUT', `/v2/apps/${bare.id}`, { shape: 'GENERIC_ARM' })).body).toEqual(bare);
+    expect((await api.call('PUT', `/v2/apps/${x86.id}`, { shape: 'GENERIC_ARM' })).body).toEqual(x86);
+    expect((await api.call('GET', '/v2/apps')).body.items.map((a: any) => a.shape)).toEqual([undefined, 'GENERIC_X86']);
   });
 
   it('accepts any Fn shape and letters of any script in names', async () => {

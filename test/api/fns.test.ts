@@ -40,6 +40,16 @@ describe('POST /v2/fns', () => {
     expect((await api.call('GET', `/v2/fns/${res.body.id}`)).body).toEqual(res.body);
   });
 
+  it('shows no shape when its app has none, and ignores a shape of its own, as Fn does', async () => {
+    const bare = await api.createApp({ name: 'bare' });
+    const fn = await api.createFn({ app_id: bare.id, name: 'f', image: IMAGE, shape: 'GENERIC_ARM' });
+    expect(fn).not.toHaveProperty('shape');
+    expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).not.toHaveProperty('shape');
+    expect((await api.call('GET', `/v2/fns?app_id=${bare.id}`)).body.items[0]).not.toHaveProperty('shape');
+    const inShapedApp = await api.createFn({ app_id: app.id, name: 'g', image: IMAGE, shape: 'GENERIC_ARM' });
+    expect(inShapedApp.shape).toBe('GENERIC_X86_ARM');
+  });
+
   it('treats 0 as "use the default" and keeps given values', async () => {
     const zero = await api.createFn({ app_id: app.id, name: 'zero', image: IMAGE, memory: 0, timeout: 0, idle_timeout: 0 });
     expect([zero.memory, zero.timeout, zero.idle_timeout]).toEqual([128, 30, 30]);

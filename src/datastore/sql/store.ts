@@ -70,7 +70,8 @@ const appRow = (a: App): AppsTable => ({
   config: JSON.stringify(a.config),
   annotations: JSON.stringify(a.annotations),
   syslog_url: a.syslog_url ?? null,
-  shape: a.shape,
+  // '' is no shape: the column predates optional shapes and is NOT NULL.
+  shape: a.shape ?? '',
   created_at: a.created_at,
   updated_at: a.updated_at,
 });
@@ -81,7 +82,7 @@ const toApp = (r: Selectable<AppsTable>): App => ({
   config: JSON.parse(r.config) as App['config'],
   annotations: JSON.parse(r.annotations) as App['annotations'],
   syslog_url: r.syslog_url ?? undefined,
-  shape: r.shape as AppShape,
+  shape: r.shape === '' ? undefined : (r.shape as AppShape),
   created_at: r.created_at,
   updated_at: r.updated_at,
 });
@@ -97,7 +98,7 @@ const fnRow = (f: Fn): FnsTable => ({
   format: f.format,
   config: JSON.stringify(f.config),
   annotations: JSON.stringify(f.annotations),
-  shape: f.shape,
+  shape: f.shape ?? '',
   created_at: f.created_at,
   updated_at: f.updated_at,
 });
@@ -114,7 +115,7 @@ const toFn = (r: Selectable<FnsTable>): Fn => ({
   format: r.format as FnFormat,
   config: JSON.parse(r.config) as Fn['config'],
   annotations: JSON.parse(r.annotations) as Fn['annotations'],
-  shape: r.shape as AppShape,
+  shape: r.shape === '' ? undefined : (r.shape as AppShape),
   created_at: r.created_at,
   updated_at: r.updated_at,
 });
