@@ -73,10 +73,8 @@ export interface ClientError extends Error {
 export interface ClientErrorContext {
   /** Whether `path` is served (so an unknown method on it is Fn's 405, not 404). */
   isServedPath(path: string): boolean;
-  /** The URL of the request whose body was being read when the parser failed, if any. */
-  readonly inFlightUrl: string | undefined;
-  /** Whether a request to `url` has a JSON API body (as opposed to a function call's). */
-  isApiUrl(url: string): boolean;
+  /** Whether the parser failed inside the body of a request to an API path (a JSON body, not a call's). */
+  readonly inApiBody: boolean;
 }
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -126,7 +124,7 @@ export function clientErrorToHttp(err: ClientError, ctx: ClientErrorContext): Ht
     default:
       // A body that breaks its framing (bad chunk sizes, say) half way: Fn's
       // API reads the body as JSON and answers Invalid JSON.
-      if (ctx.inFlightUrl !== undefined && ctx.isApiUrl(ctx.inFlightUrl)) return answer(E.InvalidJSON);
+      if (ctx.inApiBody) return answer(E.InvalidJSON);
       return answer(E.MalformedRequest);
   }
 }

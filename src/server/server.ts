@@ -52,9 +52,6 @@ function answerOnSocket(socket: Socket, answer: HttpError): void {
 
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const { config, invoke } = deps;
-  // The API's own paths; assigned once the routes exist (client errors need them).
-  let servesPath: (path: string) => boolean = () => false;
-
   const app = Fastify({
     // Calls skip Fastify: every microsecond on that path shows in latency.
     serverFactory: (handler) =>
@@ -101,10 +98,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     clientErrorHandler: (err: ClientError, socket: Socket) => {
       // Node keeps the response of the request being read as socket._httpMessage (as its own handler does).
       const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+      const inFlightUrl = inFlight?.req?.url;
       const answer = clientErrorToHttp(err, {
-        isServedPath: (path) => servesPath(path) || (invoke !== undefined && InvokeHandler.matches(path)),
-        inFlightUrl: inFlight?.req?.url,
-        isApiUrl: (url) => !(invoke && InvokeHandler.matches(url)),
+        isServedPath: (path) => isResourcePath(app, path) || (invoke !== undefined && InvokeHandler.matches(path)),
+        inApiBody: inFlightUrl !== undefined && isResourcePath(app, pathOf(inFlightUrl)),
       });
       deps.logger.debug({ code: err.code, status: answer?.status }, 'client error');
       if (answer && socket.writable && !inFlight?.headersSent) answerOnSocket(socket, answer);
@@ -133,7 +130,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.setNotFoundHandler((req, reply) => {
     // Node parses methods Fastify has no routes for (BIND, LINK, ...): on an API path that is Fn's 405.
     const path = pathOf(req.url);
-    const d = servesPath(path) ? E.MethodNotAllowed : E.PathNotFound;
+    const d = isResourcePath(app, path) ? E.MethodNotAllowed : E.PathNotFound;
     const answer = toHttpError(routeError(d, req.method, path), req.log);
     return reply.code(answer.status).send(answer.body);
   });
@@ -149,7 +146,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       deps.onChange?.(change);
     },
   });
-  servesPath = (path) => isResourcePath(app, path);
 
   await app.ready();
   return app;
