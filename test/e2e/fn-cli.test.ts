@@ -41,7 +41,7 @@ describe.skipIf(!haveCli)(title, () => {
   });
   afterAll(async () => {
     // SIGTERM removes the containers this server started.
-    expect(await fnts?.stop()).toBe(0);
+    if (fnts) expect(await fnts.stop()).toBe(0);
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
