@@ -38,6 +38,12 @@ export interface Config {
    */
   readonly drainTimeoutMs: number;
   readonly agent: AgentSettings;
+
+  // ---- how long a client may take to send its request (the HTTP server's own bounds)
+  /** FNTS_REQUEST_HEADERS_TIMEOUT_MSECS (10000): from a request's first byte until its headers are in. */
+  readonly requestHeadersTimeoutMs: number;
+  /** FNTS_REQUEST_TIMEOUT_MSECS (30000): from a request's first byte until its whole body is in; at least the headers timeout. */
+  readonly requestTimeoutMs: number;
 }
 
 /** Settings of the agent and its container driver (Fn's names and defaults). */
@@ -231,5 +237,22 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       owner,
       containerTag,
     }),
+    ...requestTimeouts(env),
   });
+}
+
+/**
+ * A stalled or trickling upload must not hold its socket (and what waits on
+ * its body) for Node's default of five minutes: both bounds default to well
+ * under a minute.
+ */
+function requestTimeouts(env: Env): Pick<Config, 'requestHeadersTimeoutMs' | 'requestTimeoutMs'> {
+  const requestHeadersTimeoutMs = msecs(env, 'FNTS_REQUEST_HEADERS_TIMEOUT_MSECS', 10_000, 100, 3600_000);
+  const requestTimeoutMs = msecs(env, 'FNTS_REQUEST_TIMEOUT_MSECS', 30_000, 100, 3600_000);
+  if (requestHeadersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      `FNTS_REQUEST_HEADERS_TIMEOUT_MSECS=${requestHeadersTimeoutMs} is longer than FNTS_REQUEST_TIMEOUT_MSECS=${requestTimeoutMs}; the headers are part of the request, so use at most ${requestTimeoutMs}`,
+    );
+  }
+  return { requestHeadersTimeoutMs, requestTimeoutMs };
 }

@@ -91,6 +91,14 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
 
       it('rejects a cursor it did not make', async () => {
         await expectError(ds.listApps({ perPage: 10, cursor: 'not a cursor!' }), E.InvalidCursor);
+        await expectError(ds.listApps({ perPage: 10, cursor: 'garbage' }), E.InvalidCursor);
+        // A cursor of another listing, here of fns.
+        for (const n of ['x1', 'x2']) await app(n);
+        const a = await ds.getAppByName('x1');
+        for (const n of ['f1', 'f2']) await fn(a.id, n);
+        const fnsCursor = (await ds.listFns({ appId: a.id, perPage: 1 })).nextCursor;
+        expect(fnsCursor).toBeDefined();
+        await expectError(ds.listApps({ perPage: 10, cursor: fnsCursor }), E.InvalidCursor);
       });
 
       it('applies an update atomically and keeps the record when the update throws', async () => {
@@ -136,6 +144,15 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
         const a = await app('shaped', { shape: 'GENERIC_ARM' });
         const f = await fn(a.id, 'f');
         expect(f.shape).toBe('GENERIC_ARM');
+        expect(await ds.getFnById(f.id)).toEqual(f);
+      });
+
+      it('keeps "no shape" for an app without one, and for its fns', async () => {
+        const a = await app('unshaped');
+        expect(a.shape).toBeUndefined();
+        expect(await ds.getAppById(a.id)).toEqual(a);
+        const f = await fn(a.id, 'f');
+        expect(f.shape).toBeUndefined();
         expect(await ds.getFnById(f.id)).toEqual(f);
       });
 

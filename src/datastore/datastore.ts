@@ -27,7 +27,10 @@ export interface Page<T> {
 }
 
 export interface PageRequest {
-  /** From a previous page's `nextCursor`; an invalid cursor throws `InvalidCursor`. */
+  /**
+   * From a previous page's `nextCursor` of the same listing (apps, fns or
+   * triggers); any other string throws `InvalidCursor`.
+   */
   readonly cursor?: string | undefined;
   /** 1..100 */
   readonly perPage: number;

@@ -4,4 +4,5 @@
  */
 export type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from './datastore.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
+export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, UnsupportedDatabaseError } from './sql/index.js';

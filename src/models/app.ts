@@ -15,7 +15,8 @@ export interface App {
   readonly config: ConfigMap;
   readonly annotations: Annotations;
   readonly syslog_url: string | undefined;
-  readonly shape: AppShape;
+  /** The machine shape its functions need; undefined when none was asked for (Fn then shows none). */
+  readonly shape: AppShape | undefined;
   readonly created_at: string;
   readonly updated_at: string;
 }
@@ -57,7 +58,7 @@ function validateApp(app: App): void {
   validateAppName(app.name);
   validateAnnotations(app.annotations);
   if (app.syslog_url !== undefined && app.syslog_url !== '') validateSyslogUrl(app.syslog_url);
-  if (!(APP_SHAPES as readonly string[]).includes(app.shape)) throw new ApiError(E.AppsInvalidShape);
+  if (app.shape !== undefined && !(APP_SHAPES as readonly string[]).includes(app.shape)) throw new ApiError(E.AppsInvalidShape);
   validateConfig(app.config);
 }
 
@@ -72,8 +73,8 @@ export function newAppFromJson(body: JsonObject): App {
     config: optStringMap(body, 'config') ?? {},
     annotations: optAnnotations(body, 'annotations') ?? {},
     syslog_url: syslog === '' ? undefined : syslog,
-    // Checked by validateApp below.
-    shape: (optString(body, 'shape') || 'GENERIC_X86') as AppShape,
+    // Checked by validateApp below; "" is no shape, as in Fn.
+    shape: (optString(body, 'shape') || undefined) as AppShape | undefined,
     created_at: created,
     updated_at: created,
   };
@@ -113,13 +114,13 @@ export function applyAppPatch(current: App, patch: AppPatch): App {
   return changed ? { ...next, updated_at: now() } : current;
 }
 
-/** The app as Fn's API shows it: empty config, annotations and syslog_url are left out. */
+/** The app as Fn's API shows it: empty config, annotations and syslog_url, and an unset shape, are left out. */
 export function appToJson(app: App): Record<string, unknown> {
   const out: Record<string, unknown> = { id: app.id, name: app.name };
   if (Object.keys(app.config).length > 0) out['config'] = app.config;
   if (Object.keys(app.annotations).length > 0) out['annotations'] = app.annotations;
   if (app.syslog_url !== undefined) out['syslog_url'] = app.syslog_url;
-  out['shape'] = app.shape;
+  if (app.shape !== undefined) out['shape'] = app.shape;
   out['created_at'] = app.created_at;
   out['updated_at'] = app.updated_at;
   return out;

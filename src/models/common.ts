@@ -65,11 +65,15 @@ export type ConfigMap = Readonly<Record<string, string>>;
 
 /**
  * Config entries become environment variables of the function's container, so
- * a key must be something an environment can hold.
+ * keys and values must be something an environment can hold: Docker refuses
+ * to create a container whose environment has a NUL anywhere, and a key with
+ * '=' would split differently. Refusing them here keeps a bad entry from
+ * surfacing only later, as every call failing.
  */
 export function validateConfig(config: ConfigMap): void {
-  for (const key of Object.keys(config)) {
+  for (const [key, value] of Object.entries(config)) {
     if (key === '' || key.includes('=') || key.includes('\0')) throw new ApiError(E.InvalidConfigKey);
+    if (value.includes('\0')) throw new ApiError(E.InvalidConfigValue);
   }
 }
 

@@ -40,6 +40,14 @@ export const E = Object.freeze({
   MissingName: def('MissingName', 400, 'Missing Name'),
   InternalServerError: def('InternalServerError', 500, 'internal server error'),
   ServiceUnavailable: def('ServiceUnavailable', 503, 'Service is shutting down'),
+  // Requests Node's HTTP parser refuses or the server stops waiting for. Fn
+  // leaves most of these to Go's net/http, which answers in plain text; these
+  // are the same statuses in Fn's JSON and sentence style.
+  MalformedRequest: def('MalformedRequest', 400, 'Malformed HTTP request'),
+  RequestTimeout: def('RequestTimeout', 408, 'Timed out receiving the request'),
+  RequestURITooLong: def('RequestURITooLong', 414, 'Request URI too long'),
+  RequestHeadersTooLarge: def('RequestHeadersTooLarge', 431, 'Request header fields too large'),
+  HTTPVersionNotSupported: def('HTTPVersionNotSupported', 505, 'HTTP version not supported'),
 
   // apps
   AppIDProvided: def('AppIDProvided', 400, 'App ID cannot be supplied on create'),
@@ -68,9 +76,10 @@ export const E = Object.freeze({
   InvalidMemory: def('InvalidMemory', 400, `memory value is out of range. It should be between 0 and ${MAX_MEMORY_MB}`),
   FnsNotFound: def('FnsNotFound', 404, 'Fn not found'),
   FnsExists: def('FnsExists', 409, 'Fn with specified name already exists'),
-  FnsNameImmutable: def('FnsNameImmutable', 409, 'Could not update - name is immutable'),
   FnsAppImmutable: def('FnsAppImmutable', 409, 'Could not update - app_id is immutable'),
   InvalidConfigKey: def('InvalidConfigKey', 400, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"),
+  // fnts's own (Fn stores it, and the fn's containers then fail to start), worded like InvalidConfigKey.
+  InvalidConfigValue: def('InvalidConfigValue', 400, 'Invalid config value, config values must not contain NUL'),
 
   // triggers
   TriggerIDProvided: def('TriggerIDProvided', 400, 'ID cannot be provided for Trigger creation'),

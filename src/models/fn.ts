@@ -37,7 +37,8 @@ export interface Fn {
   readonly format: FnFormat;
   readonly config: ConfigMap;
   readonly annotations: Annotations;
-  readonly shape: AppShape;
+  /** Its app's shape (Fn takes no shape of a fn's own); undefined when the app has none. */
+  readonly shape: AppShape | undefined;
   readonly created_at: string;
   readonly updated_at: string;
 }
@@ -112,7 +113,7 @@ export function newFnFromJson(body: JsonObject): Fn {
     format: (f.format || DEFAULT_FORMAT) as FnFormat,
     config: f.config ?? {},
     annotations: f.annotations ?? {},
-    shape: 'GENERIC_X86',
+    shape: undefined,
     created_at: created,
     updated_at: created,
   };
@@ -126,10 +127,10 @@ export function fnPatchFromJson(body: JsonObject): FnPatch {
 
 /**
  * Applies `patch` to `current`: zero values mean "unchanged", config and
- * annotations merge; name and app cannot change.
+ * annotations merge. A different name is ignored, as Fn ignores it (200, the
+ * fn keeps its name); a different app is refused.
  */
 export function applyFnPatch(current: Fn, patch: FnPatch): Fn {
-  if (patch.name && patch.name !== current.name) throw new ApiError(E.FnsNameImmutable);
   if (patch.app_id && patch.app_id !== current.app_id) throw new ApiError(E.FnsAppImmutable);
   const next: Fn = {
     ...current,
@@ -168,7 +169,7 @@ export function fnToJson(fn: Fn, extraAnnotations: Record<string, unknown> = {})
     config: fn.config,
   };
   if (Object.keys(annotations).length > 0) out['annotations'] = annotations;
-  out['shape'] = fn.shape;
+  if (fn.shape !== undefined) out['shape'] = fn.shape;
   out['created_at'] = fn.created_at;
   out['updated_at'] = fn.updated_at;
   return out;

@@ -46,6 +46,7 @@ function validateTriggerName(name: string): void {
  * A source must be a plain URL path the trigger route can match: no query or
  * fragment, no control characters or backslashes, no empty, "." or ".."
  * segments (a client would normalise those away and never reach the trigger).
+ * `source` is the decoded form (see `sourceFromJson`).
  */
 function validateSource(source: string): void {
   if (source === '') throw new ApiError(E.TriggerMissingSource);
@@ -55,6 +56,27 @@ function validateSource(source: string): void {
   if (/[\s?#\\\u0000-\u001f\u007f]/.test(source)) throw new ApiError(E.TriggerInvalidSource);
   const segments = source.slice(1).replace(/\/$/, '').split('/');
   if (segments.some((s) => s === '' || s === '.' || s === '..')) throw new ApiError(E.TriggerInvalidSource);
+}
+
+/**
+ * The source as stored and matched: the invoke path decodes the request
+ * path's escapes before it looks a source up, so a source is kept decoded
+ * (`/caf%C3%A9` becomes `/café`, one route however it is spelled) and
+ * validated decoded (`/%2e%2e/x` is `/../x`). A '%' left after decoding
+ * would change meaning each time the source is sent back, so it is refused.
+ */
+function sourceFromJson(raw: string | undefined): string | undefined {
+  if (raw === undefined || !raw.includes('%')) return raw;
+  // The prefix is the user's to write, not an escape's.
+  if (!raw.startsWith('/')) throw new ApiError(E.TriggerMissingSourcePrefix);
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(raw);
+  } catch {
+    throw new ApiError(E.TriggerInvalidSource);
+  }
+  if (decoded.includes('%')) throw new ApiError(E.TriggerInvalidSource);
+  return decoded;
 }
 
 function validateTrigger(t: Trigger): void {
@@ -73,7 +95,7 @@ function triggerFieldsFromJson(body: JsonObject): TriggerPatch {
     app_id: optString(body, 'app_id'),
     fn_id: optString(body, 'fn_id'),
     type: optString(body, 'type'),
-    source: optString(body, 'source'),
+    source: sourceFromJson(optString(body, 'source')),
     annotations: optAnnotations(body, 'annotations'),
   };
 }

@@ -54,8 +54,9 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   const fnJson = (req: FastifyRequest, fn: Fn): Record<string, unknown> =>
     fnToJson(fn, { [FN_INVOKE_ENDPOINT_ANNOTATION]: `${baseUrl(req, deps.publicUrl)}/invoke/${fn.id}` });
 
+  // Names and sources are stored decoded; the URL escapes what a request line cannot carry (non-ASCII, say).
   const triggerJson = (req: FastifyRequest, t: Trigger, owner: App): Record<string, unknown> =>
-    triggerToJson(t, { [TRIGGER_HTTP_ENDPOINT_ANNOTATION]: `${baseUrl(req, deps.publicUrl)}/t/${owner.name}${t.source}` });
+    triggerToJson(t, { [TRIGGER_HTTP_ENDPOINT_ANNOTATION]: `${baseUrl(req, deps.publicUrl)}${encodeURI(`/t/${owner.name}${t.source}`)}` });
 
   // ---- apps
 

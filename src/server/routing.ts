@@ -9,21 +9,48 @@ import { E, routeError } from '../models/index.js';
 export type Handler = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
+/** The paths `resource()` registered on each app, as matchers of concrete request paths. */
+const resourcePaths = new WeakMap<FastifyInstance, RegExp[]>();
+
+/** `/v2/apps/:appID` matches `/v2/apps/x` and `/v2/apps/x/` (the router ignores a trailing slash). */
+function pathMatcher(path: string): RegExp {
+  const segments = path.split('/').map((s) => (s.startsWith(':') ? '[^/]+' : s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^${segments.join('/').replace(/\/$/, '')}/?$`);
+}
+
 /**
  * Registers `path` for every HTTP method Fastify knows; the ones in `handlers`
- * are served (HEAD as GET), the rest answer 405 "Method not allowed: M /path".
+ * are served, the rest answer 405 "Method not allowed: M /path". HEAD is not
+ * served as GET: Fn answers it with 405 on every API path.
  */
 export function resource(app: FastifyInstance, path: string, handlers: Partial<Record<Method, Handler>>): void {
+  let known = resourcePaths.get(app);
+  if (!known) resourcePaths.set(app, (known = []));
+  known.push(pathMatcher(path));
   app.route({
     method: app.supportedMethods as HTTPMethods[],
     url: path,
     handler: async (req, reply) => {
-      const method = req.method === 'HEAD' ? 'GET' : (req.method as Method);
-      const handler = handlers[method];
-      if (!handler) throw routeError(E.MethodNotAllowed, req.method, req.url.split('?', 1)[0] ?? req.url);
+      const handler = handlers[req.method as Method];
+      if (!handler) throw routeError(E.MethodNotAllowed, req.method, pathOf(req.url));
       return handler(req, reply);
     },
   });
+}
+
+/**
+ * True when `path` (no query) is one `resource()` registered on `app`: a
+ * request for it with a method the router has no route for (Node parses
+ * more methods than Fastify routes) is Fn's 405, not a 404.
+ */
+export function isResourcePath(app: FastifyInstance, path: string): boolean {
+  return resourcePaths.get(app)?.some((m) => m.test(path)) ?? false;
+}
+
+/** The path of a request URL, without its query. */
+export function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
 }
 
 /** Fn's paging: per_page defaults to 30, is capped at 100; junk means the default. */

@@ -2,15 +2,17 @@
  * The HTTP server: builds the Fastify app for a role and wires errors,
  * unknown paths and bodies the way Fn answers them.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { createRequire } from 'node:module';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Config } from '../config/index.js';
 import type { Datastore } from '../datastore/index.js';
 import { E, routeError } from '../models/index.js';
 import { registerApi, type ResourceChange } from './api.js';
-import { toHttpError } from './errors.js';
+import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
 import { InvokeHandler } from './invoke.js';
+import { isResourcePath, pathOf, resource } from './routing.js';
 
 const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
 export const VERSION: string = pkg.version;
@@ -24,15 +26,48 @@ export interface ServerDeps {
   readonly invoke?: InvokeHandler;
 }
 
+/**
+ * How often Node looks for requests past their deadline: a stalled request is
+ * cut at most this long after its timeout. A fraction of the shorter bound,
+ * so that the bound holds for small settings too, and never more than a second.
+ */
+function checkingIntervalMs(config: Config): number {
+  return Math.min(1000, Math.max(10, Math.floor(Math.min(config.requestHeadersTimeoutMs, config.requestTimeoutMs) / 10)));
+}
+
+/**
+ * Writes `answer` straight to the socket and closes it, the way Node answers
+ * parser errors itself: no request object exists, or its body is unusable.
+ */
+function answerOnSocket(socket: Socket, answer: HttpError): void {
+  const body = JSON.stringify(answer.body);
+  socket.write(
+    `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+}
+
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const { config, invoke } = deps;
   const app = Fastify({
     // Calls skip Fastify: every microsecond on that path shows in latency.
     serverFactory: (handler) =>
-      createServer((req, res) => {
-        if (invoke && InvokeHandler.matches(req.url ?? '')) invoke.handle(req, res);
-        else handler(req, res);
-      }).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      createServer(
+        {
+          // Node's defaults let a stalled upload hold its socket for five
+          // minutes and more; Fastify's timeouts do not reach a server it did not create.
+          headersTimeout: config.requestHeadersTimeoutMs,
+          requestTimeout: config.requestTimeoutMs,
+          connectionsCheckingInterval: checkingIntervalMs(config),
+        },
+        (req, res) => {
+          if (invoke && InvokeHandler.matches(req.url ?? '')) invoke.handle(req, res);
+          else handler(req, res);
+        },
+      ).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
         // Expect: 100-continue. A call whose body is declared too big is refused before it is sent.
         if (invoke && InvokeHandler.matches(req.url ?? '')) {
           if (invoke.checkContinue(req, res)) return;
@@ -49,12 +84,28 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     bodyLimit: config.maxApiBodyBytes,
     exposeHeadRoutes: false,
     return503OnClosing: true,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
+    // An id of any length is looked up and not found (404), as in Fn; Node's
+    // header size limit (16 KB) bounds the URL long before this does.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 64 * 1024 },
     // Errors Fastify raises before routing (a malformed URL, say) skip the
     // error handler below; answer them through the same mapper.
     frameworkErrors: (err, req, reply) => {
       const answer = toHttpError(err, req.log);
       void (reply as FastifyReply).code(answer.status).headers(answer.headers).send(answer.body);
+    },
+    // Node's 'clientError': the parser refused the request or it timed out.
+    // Per server, so the invoke paths (served before Fastify) get it too.
+    clientErrorHandler: (err: ClientError, socket: Socket) => {
+      // Node keeps the response of the request being read as socket._httpMessage (as its own handler does).
+      const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+      const inFlightUrl = inFlight?.req?.url;
+      const answer = clientErrorToHttp(err, {
+        isServedPath: (path) => isResourcePath(app, path) || (invoke !== undefined && InvokeHandler.matches(path)),
+        inApiBody: inFlightUrl !== undefined && isResourcePath(app, pathOf(inFlightUrl)),
+      });
+      deps.logger.debug({ code: err.code, status: answer?.status }, 'client error');
+      if (answer && socket.writable && !inFlight?.headersSent) answerOnSocket(socket, answer);
+      socket.destroy();
     },
   });
 
@@ -64,17 +115,28 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, payload, done) => done(null, payload));
 
   app.setErrorHandler((err, req, reply) => {
+    if (req.raw.socket?.destroyed === true) {
+      // The client hung up (mid-upload, say): its doing, and nobody is left to answer.
+      if (isClientAbort(err)) req.log.debug({ method: req.method, url: req.url }, 'connection closed before the request body was read');
+      else toHttpError(err, req.log);
+      reply.hijack();
+      reply.raw.destroy();
+      return;
+    }
     const answer = toHttpError(err, req.log);
     return reply.code(answer.status).headers(answer.headers).send(answer.body);
   });
 
   app.setNotFoundHandler((req, reply) => {
-    const answer = toHttpError(routeError(E.PathNotFound, req.method, req.url.split('?', 1)[0] ?? req.url), req.log);
+    // Node parses methods Fastify has no routes for (BIND, LINK, ...): on an API path that is Fn's 405.
+    const path = pathOf(req.url);
+    const d = isResourcePath(app, path) ? E.MethodNotAllowed : E.PathNotFound;
+    const answer = toHttpError(routeError(d, req.method, path), req.log);
     return reply.code(answer.status).send(answer.body);
   });
 
-  app.get('/', async () => ({ hello: 'world!' }));
-  app.get('/version', async () => ({ version: VERSION }));
+  resource(app, '/', { GET: async () => ({ goto: 'https://github.com/fnproject/fn', hello: 'world!' }) });
+  resource(app, '/version', { GET: async () => ({ version: VERSION }) });
 
   registerApi(app, {
     datastore: deps.datastore,

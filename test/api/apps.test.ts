@@ -31,16 +31,26 @@ describe('POST /v2/apps', () => {
       config: { DB_URL: 'postgres://db' },
       annotations: { 'com.example/team': 'payments', 'com.example/cfg': { a: [1, 2] } },
       syslog_url: 'tcp://logs.example.com:514',
-      shape: 'GENERIC_X86',
       created_at: expect.stringMatching(ISO_MS),
       updated_at: res.body.created_at,
     });
     expect((await api.call('GET', `/v2/apps/${res.body.id}`)).body).toEqual(res.body);
   });
 
-  it('leaves out empty config, annotations and syslog_url, as Fn does', async () => {
+  it('leaves out empty config, annotations, syslog_url and shape, as Fn does', async () => {
     const app = await api.createApp({ name: 'bare' });
-    expect(Object.keys(app).sort()).toEqual(['created_at', 'id', 'name', 'shape', 'updated_at']);
+    expect(Object.keys(app).sort()).toEqual(['created_at', 'id', 'name', 'updated_at']);
+    expect(Object.keys((await api.call('GET', `/v2/apps/${app.id}`)).body).sort()).toEqual(['created_at', 'id', 'name', 'updated_at']);
+    expect(Object.keys(await api.createApp({ name: 'empty-shape', shape: '' })).sort()).toEqual(['created_at', 'id', 'name', 'updated_at']);
+  });
+
+  it('shows a shape only when one was set, and ignores shape in updates, as Fn does', async () => {
+    const x86 = await api.createApp({ name: 'x86', shape: 'GENERIC_X86' });
+    expect(x86.shape).toBe('GENERIC_X86');
+    const bare = await api.createApp({ name: 'bare' });
+    expect((await api.call('PUT', `/v2/apps/${bare.id}`, { shape: 'GENERIC_ARM' })).body).toEqual(bare);
+    expect((await api.call('PUT', `/v2/apps/${x86.id}`, { shape: 'GENERIC_ARM' })).body).toEqual(x86);
+    expect((await api.call('GET', '/v2/apps')).body.items.map((a: any) => a.shape)).toEqual([undefined, 'GENERIC_X86']);
   });
 
   it('accepts any Fn shape and letters of any script in names', async () => {
@@ -94,6 +104,8 @@ describe('POST /v2/apps', () => {
       'Invalid annotation change, new key(s) exceed maximum permitted number of annotations keys (100)',
     ],
     [{ name: 'x', config: { 'A=B': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
+    // Docker cannot pass a NUL in an environment variable: the fn's containers could never start.
+    [{ name: 'x', config: { A: 'a\u0000b' } }, 'Invalid config value, config values must not contain NUL'],
   ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
     await api.expectError('POST', '/v2/apps', payload, 400, message);
     expect(await appNames()).toEqual([]);
@@ -186,6 +198,7 @@ describe('PUT /v2/apps/{appID}', () => {
     await api.expectError('PUT', `/v2/apps/${app.id}`, '{', 400, 'Invalid JSON');
     await api.expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2' }, annotations: { 'bad key': 1 } }, 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace');
     await api.expectError('PUT', `/v2/apps/${app.id}`, { syslog_url: 'ftp://x' }, 400, 'invalid syslog url: "ftp://x" invalid scheme, only [tcp, udp, unix, unixgram, tcp+tls] are supported');
+    await api.expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2', B: 'x\u0000' } }, 400, 'Invalid config value, config values must not contain NUL');
     await api.expectError('PUT', '/v2/apps/nope', { config: { A: '2' } }, 404, 'App not found');
     expect((await api.call('GET', `/v2/apps/${app.id}`)).body).toEqual(app);
   });

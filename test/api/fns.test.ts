@@ -40,6 +40,16 @@ describe('POST /v2/fns', () => {
     expect((await api.call('GET', `/v2/fns/${res.body.id}`)).body).toEqual(res.body);
   });
 
+  it('shows no shape when its app has none, and ignores a shape of its own, as Fn does', async () => {
+    const bare = await api.createApp({ name: 'bare' });
+    const fn = await api.createFn({ app_id: bare.id, name: 'f', image: IMAGE, shape: 'GENERIC_ARM' });
+    expect(fn).not.toHaveProperty('shape');
+    expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).not.toHaveProperty('shape');
+    expect((await api.call('GET', `/v2/fns?app_id=${bare.id}`)).body.items[0]).not.toHaveProperty('shape');
+    const inShapedApp = await api.createFn({ app_id: app.id, name: 'g', image: IMAGE, shape: 'GENERIC_ARM' });
+    expect(inShapedApp.shape).toBe('GENERIC_X86_ARM');
+  });
+
   it('treats 0 as "use the default" and keeps given values', async () => {
     const zero = await api.createFn({ app_id: app.id, name: 'zero', image: IMAGE, memory: 0, timeout: 0, idle_timeout: 0 });
     expect([zero.memory, zero.timeout, zero.idle_timeout]).toEqual([128, 30, 30]);
@@ -79,6 +89,7 @@ describe('POST /v2/fns', () => {
     [{ app_id: 'APP', name: 'f', image: IMAGE, idle_timeout: 3601 }, 'idle_timeout value is out of range, must be between 0 and 3600'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, annotations: { ' ': 1 } }, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, config: { '': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, config: { K: '\u0000' } }, 'Invalid config value, config values must not contain NUL'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, format: 'grpc' }, 'Invalid format on Fn'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, format: 5 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: -1 }, 'Invalid JSON'],
@@ -153,11 +164,26 @@ describe('PUT /v2/fns/{fnID}', () => {
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { memory: 9000 }, 400, 'memory value is out of range. It should be between 0 and 8192');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { timeout: -5 }, 400, 'timeout value is out of range, must be between 0 and 300');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { format: 'xml' }, 400, 'Invalid format on Fn');
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { config: { K: 'v\u0000' } }, 400, 'Invalid config value, config values must not contain NUL');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { id: 'other' }, 400, 'Fn ID in path does not match that in body');
-    await api.expectError('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' }, 409, 'Could not update - name is immutable');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { app_id: 'elsewhere' }, 409, 'Could not update - app_id is immutable');
     await api.expectError('PUT', '/v2/fns/nope', { memory: 256 }, 404, 'Fn not found');
     expect((await api.call('GET', `/v2/fns/${fn.id}`)).body).toEqual(fn);
+  });
+
+  // Fn 0.3.753 answers 200 and keeps the name (its Fn.Update copies only the
+  // runtime fields), whether or not the new name is taken.
+  it('ignores a new name, as Fn does, and still applies the rest', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    await api.createFn({ app_id: app.id, name: 'taken', image: IMAGE });
+    const renamed = await api.call('PUT', `/v2/fns/${fn.id}`, { name: 'renamed' });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body).toEqual(fn);
+    expect((await api.call('PUT', `/v2/fns/${fn.id}`, { name: 'taken' })).body).toEqual(fn);
+    const updated = await api.call('PUT', `/v2/fns/${fn.id}`, { name: 'renamed', memory: 256 });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ name: 'f', memory: 256 });
+    expect((await api.call('GET', `/v2/fns?app_id=${app.id}`)).body.items.map((f: any) => f.name)).toEqual(['f', 'taken']);
   });
 });
 

@@ -60,6 +60,15 @@ describe('POST /v2/triggers', () => {
     [{ source: '/a?x=1' }, 'Invalid Trigger Source'],
     [{ source: '/a b' }, 'Invalid Trigger Source'],
     [{ source: '/a\\b' }, 'Invalid Trigger Source'],
+    // Escapes are decoded first, as the trigger route decodes the request path before matching.
+    [{ source: '/%2e%2e/x' }, 'Invalid Trigger Source'],
+    [{ source: '/a/%2E/b' }, 'Invalid Trigger Source'],
+    [{ source: '/a%2F%2Fb' }, 'Invalid Trigger Source'],
+    [{ source: '/a%20b' }, 'Invalid Trigger Source'],
+    [{ source: '/a%3Fx=1' }, 'Invalid Trigger Source'],
+    [{ source: '/a%00' }, 'Invalid Trigger Source'],
+    [{ source: '/100%' }, 'Invalid Trigger Source'],
+    [{ source: '/100%25' }, 'Invalid Trigger Source'],
     [{ id: 'x' }, 'ID cannot be provided for Trigger creation'],
     [{ created_at: '2020-01-01T00:00:00Z' }, 'Trigger Created At Provided for Create'],
     [{ updated_at: '2020-01-01T00:00:00Z' }, 'Trigger ID Provided for Create'],
@@ -68,6 +77,18 @@ describe('POST /v2/triggers', () => {
   ])('answers 400 to %j with Fn\'s message', async (extra, message) => {
     await api.expectError('POST', '/v2/triggers', trig(extra), 400, message);
     expect(await triggerCount()).toBe(0);
+  });
+
+  it('keeps an escaped source decoded, the form the trigger route matches, and shows its endpoint escaped', async () => {
+    const t = await api.createTrigger(trig({ source: '/caf%C3%A9/%7Eme' }));
+    expect(t.source).toBe('/café/~me');
+    expect(t.annotations['fnproject.io/trigger/httpEndpoint']).toBe('http://fnts.test:8080/t/myapp/caf%C3%A9/~me');
+    expect((await api.datastore.getTriggerById(t.id)).source).toBe('/café/~me');
+    // One route, two spellings.
+    await api.expectError('POST', '/v2/triggers', trig({ name: 'other', source: '/café/~me' }), 409, 'Trigger with the same type and source exists on this app');
+    // The CLI sends the source back as shown.
+    expect((await api.call('PUT', `/v2/triggers/${t.id}`, { ...t })).status).toBe(200);
+    expect((await api.call('GET', `/v2/triggers/${t.id}`)).body.source).toBe('/café/~me');
   });
 
   it('answers 404 for an unknown app or fn, and 400 for a fn of another app', async () => {
@@ -128,6 +149,7 @@ describe('PUT /v2/triggers/{triggerID}', () => {
     await api.expectError('PUT', `/v2/triggers/${t.id}`, { source: '/taken' }, 409, 'Trigger with the same type and source exists on this app');
     await api.expectError('PUT', `/v2/triggers/${t.id}`, { name: 'other' }, 409, 'Trigger already exists');
     await api.expectError('PUT', `/v2/triggers/${t.id}`, { source: 'nope' }, 400, "Missing Trigger Source Prefix '/'");
+    await api.expectError('PUT', `/v2/triggers/${t.id}`, { source: '/%2e%2e/x' }, 400, 'Invalid Trigger Source');
     await api.expectError('PUT', `/v2/triggers/${t.id}`, { id: 'x' }, 400, 'ID in path does not match ID in body');
     await api.expectError('PUT', '/v2/triggers/missing', { source: '/x' }, 404, 'Trigger not found');
     expect((await api.call('GET', `/v2/triggers/${t.id}`)).body.source).toBe('/moved');

@@ -1,10 +1,10 @@
 /**
- * The official `fn` CLI cannot be installed on this machine (no registry or
- * GitHub access), so these tests replay, over real HTTP against the real
- * binary, the request sequences the CLI (fnproject/cli with fn_go's v2
- * client) sends for each command, with its headers and body shapes: lookups
- * by `?name=`, whole-object PUTs echoing read-only fields and Go zero
- * timestamps, paging until next_cursor is absent, 204 deletes.
+ * fn-cli.test.ts drives fnts with the official `fn` CLI from ../shared/bin,
+ * which a user's clone does not have; these tests replay, over real HTTP
+ * against the real binary, the request sequences the CLI (fnproject/cli with
+ * fn_go's v2 client) sends for each command, with its headers and body
+ * shapes: lookups by `?name=`, whole-object PUTs echoing read-only fields and
+ * Go zero timestamps, paging until next_cursor is absent, 204 deletes.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -7,7 +7,7 @@ import { Migrator, type Kysely, type Selectable, type Transaction } from 'kysely
 import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../models/index.js';
 import { ApiError, E } from '../../models/index.js';
 import type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from '../datastore.js';
-import { decodeCursor, encodeCursor } from '../cursor.js';
+import { decodeCursor, encodeCursor, type CursorListing } from '../cursor.js';
 import { migrations } from './migrations.js';
 
 export interface AppsTable {
@@ -70,7 +70,8 @@ const appRow = (a: App): AppsTable => ({
   config: JSON.stringify(a.config),
   annotations: JSON.stringify(a.annotations),
   syslog_url: a.syslog_url ?? null,
-  shape: a.shape,
+  // '' is no shape: the column predates optional shapes and is NOT NULL.
+  shape: a.shape ?? '',
   created_at: a.created_at,
   updated_at: a.updated_at,
 });
@@ -81,7 +82,7 @@ const toApp = (r: Selectable<AppsTable>): App => ({
   config: JSON.parse(r.config) as App['config'],
   annotations: JSON.parse(r.annotations) as App['annotations'],
   syslog_url: r.syslog_url ?? undefined,
-  shape: r.shape as AppShape,
+  shape: r.shape === '' ? undefined : (r.shape as AppShape),
   created_at: r.created_at,
   updated_at: r.updated_at,
 });
@@ -97,7 +98,7 @@ const fnRow = (f: Fn): FnsTable => ({
   format: f.format,
   config: JSON.stringify(f.config),
   annotations: JSON.stringify(f.annotations),
-  shape: f.shape,
+  shape: f.shape ?? '',
   created_at: f.created_at,
   updated_at: f.updated_at,
 });
@@ -114,7 +115,7 @@ const toFn = (r: Selectable<FnsTable>): Fn => ({
   format: r.format as FnFormat,
   config: JSON.parse(r.config) as Fn['config'],
   annotations: JSON.parse(r.annotations) as Fn['annotations'],
-  shape: r.shape as AppShape,
+  shape: r.shape === '' ? undefined : (r.shape as AppShape),
   created_at: r.created_at,
   updated_at: r.updated_at,
 });
@@ -144,11 +145,11 @@ const toTrigger = (r: Selectable<TriggersTable>): Trigger => ({
 });
 
 /** Splits one extra row off a `perPage + 1` query into the page and its cursor. */
-function toPage<R, T>(rows: R[], perPage: number, map: (r: R) => T, cursorOf: (r: R) => string[]): Page<T> {
+function toPage<R, T>(rows: R[], perPage: number, map: (r: R) => T, listing: CursorListing, cursorOf: (r: R) => string[]): Page<T> {
   const more = rows.length > perPage;
   const items = (more ? rows.slice(0, perPage) : rows).map(map);
   const last = rows[perPage - 1];
-  return more && last !== undefined ? { items, nextCursor: encodeCursor(cursorOf(last)) } : { items };
+  return more && last !== undefined ? { items, nextCursor: encodeCursor(listing, cursorOf(last)) } : { items };
 }
 
 function limitOf(page: PageRequest): number {
@@ -227,11 +228,11 @@ export class SqlDatastore implements Datastore {
     let query = this.q.selectFrom('apps').selectAll();
     if (filter.name) query = query.where('name', '=', filter.name);
     if (filter.cursor) {
-      const [name = ''] = decodeCursor(filter.cursor);
+      const [name = ''] = decodeCursor('apps', filter.cursor);
       query = query.where('name', '>', name);
     }
     const rows = await query.orderBy('name').limit(limitOf(filter)).execute();
-    return toPage(rows, limitOf(filter) - 1, toApp, (r) => [r.name]);
+    return toPage(rows, limitOf(filter) - 1, toApp, 'apps', (r) => [r.name]);
   }
 
   async updateApp(id: string, update: (current: App) => App): Promise<App> {
@@ -285,11 +286,11 @@ export class SqlDatastore implements Datastore {
     let query = this.q.selectFrom('fns').selectAll().where('app_id', '=', filter.appId);
     if (filter.name) query = query.where('name', '=', filter.name);
     if (filter.cursor) {
-      const [name = ''] = decodeCursor(filter.cursor);
+      const [name = ''] = decodeCursor('fns', filter.cursor);
       query = query.where('name', '>', name);
     }
     const rows = await query.orderBy('name').limit(limitOf(filter)).execute();
-    return toPage(rows, limitOf(filter) - 1, toFn, (r) => [r.name]);
+    return toPage(rows, limitOf(filter) - 1, toFn, 'fns', (r) => [r.name]);
   }
 
   async updateFn(id: string, update: (current: Fn) => Fn): Promise<Fn> {
@@ -369,11 +370,11 @@ export class SqlDatastore implements Datastore {
     if (filter.name) query = query.where('name', '=', filter.name);
     if (filter.cursor) {
       // Trigger names are unique per fn only, so the cursor carries the id too.
-      const [name = '', id = ''] = decodeCursor(filter.cursor);
+      const [name = '', id = ''] = decodeCursor('triggers', filter.cursor);
       query = query.where((eb) => eb.or([eb('name', '>', name), eb.and([eb('name', '=', name), eb('id', '>', id)])]));
     }
     const rows = await query.orderBy('name').orderBy('id').limit(limitOf(filter)).execute();
-    return toPage(rows, limitOf(filter) - 1, toTrigger, (r) => [r.name, r.id]);
+    return toPage(rows, limitOf(filter) - 1, toTrigger, 'triggers', (r) => [r.name, r.id]);
   }
 
   async updateTrigger(id: string, update: (current: Trigger) => Trigger): Promise<Trigger> {
