@@ -214,9 +214,8 @@ describe('the server under oversized bodies', () => {
       const fn = await post('/v2/fns', { app_id: app.id, name: 'big', image: probe });
       const warm = await fetch(`${fnts.url}/invoke/${fn.id}`, { method: 'POST', body: '{}' });
       expect(warm.status).toBe(200);
-      const before = rss();
       const chunk = Buffer.alloc(256 * 1024, 'z');
-      for (let i = 0; i < 20; i++) {
+      const round = async (): Promise<void> => {
         // 8 MB declared, and 8 MB streamed without a length.
         const declared = await fetch(`${fnts.url}/invoke/${fn.id}`, { method: 'POST', body: Buffer.alloc(8 * 1024 * 1024, 'y') });
         expect(declared.status).toBe(413);
@@ -236,10 +235,15 @@ describe('the server under oversized bodies', () => {
         const answer = await fetch(`${fnts.url}/invoke/${fn.id}`, { method: 'POST', body: JSON.stringify({ bytes: 16 * 1024 * 1024 }) });
         expect(answer.status).toBe(502);
         expect(await answer.json()).toEqual({ message: 'function response body too large' });
-      }
+      };
+      const before = rss();
+      for (let i = 0; i < 20; i++) await round();
       const after = rss();
-      // 20 x (8 + 8 + 16) MB went by; the server kept well under one of them.
-      expect(after - before).toBeLessThan(48 * 1024 * 1024);
+      // 20 x (8 + 8 + 16) MB = 640 MB went by. Keeping any one body or answer
+      // per round would grow the server by 160 MB or more; what it shows
+      // instead is the heap and the allocator settling in (20 to 65 MB
+      // measured on 2 cores under load), which does not grow with traffic.
+      expect(after - before).toBeLessThan(96 * 1024 * 1024);
     } finally {
       await fnts.stop();
       rmSync(dir, { recursive: true, force: true });
