@@ -4,10 +4,9 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeDriver, type FakeFunction } from '../drivers/index.js';
-import { ApiError, newAppFromJson, newFnFromJson } from '../models/index.js';
+import { ApiError, callFn, Changes, newAppFromJson, newFnFromJson, type CallFn, type CallOutcome } from '../models/index.js';
 import { Agent, type AgentConfig } from './agent.js';
-import type { CallOutcome } from './trace.js';
-import { functionSpec, type FunctionSpec } from './call.js';
+import { ManualClock } from './clock.js';
 import type { CallResponse } from './protocol/call.js';
 import { MB, MemoryCpuTracker } from './resource.js';
 
@@ -28,12 +27,15 @@ afterEach(async () => {
   dirs = [];
 });
 
-function setup(functions: Record<string, FakeFunction>, config: Partial<AgentConfig> = {}, memoryMB = 4096) {
+function setup(functions: Record<string, FakeFunction>, config: Partial<AgentConfig> = {}, memoryMB = 4096, clock?: ManualClock) {
   const driver = new FakeDriver(functions);
   const dir = mkdtempSync(join(tmpdir(), 'fnts-agent-'));
   dirs.push(dir);
+  const changes = new Changes();
   const agent = new Agent({
     driver,
+    changes,
+    ...(clock ? { clock } : {}),
     resources: new MemoryCpuTracker({ memoryBytes: memoryMB * MB, cpuMillis: 2000 }),
     logger: pino({ level: 'silent' }),
     config: {
@@ -42,21 +44,28 @@ function setup(functions: Record<string, FakeFunction>, config: Partial<AgentCon
       hotPollMs: 50,
       hotStartTimeoutMs: 2000,
       maxResponseBytes: 0,
-      iofsRoot: join(dir, 'iofs'),
+      maxLogBytes: 1024 * 1024,
+      iofsPath: join(dir, 'iofs'),
       owner: 'test',
       instance: 'test',
+      containerTag: undefined,
       nonBlockingResources: false,
+      launchPolicy: 'adaptive',
+      statsIntervalMs: 1000,
       ...config,
     },
   });
   agents.push(agent);
   const app = newAppFromJson({ name: 'app' });
-  const spec = (image: string, extra: Record<string, unknown> = {}): FunctionSpec =>
-    functionSpec(app, { ...newFnFromJson({ app_id: app.id, name: image.replace(/\W/g, ''), image, ...extra }), shape: app.shape });
+  const spec = (image: string, extra: Record<string, unknown> = {}): CallFn =>
+    callFn(app, { ...newFnFromJson({ app_id: app.id, name: image.replace(/\W/g, ''), image, ...extra }), shape: app.shape });
   let n = 0;
-  const call = (s: FunctionSpec, body = '') =>
-    agent.submit(s, { id: `call-${n++}`, trigger: false, method: 'POST', url: 'http://fnts.test/invoke/x', headers: ['Content-Type', 'text/plain'], body: Buffer.from(body) });
-  return { driver, agent, spec, call };
+  const call = (fn: CallFn, body = '') =>
+    agent.invoke(
+      { id: `call-${n++}`, type: 'sync', fn, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: ['Content-Type', 'text/plain'], createdAt: Date.now() },
+      Buffer.from(body),
+    ).response;
+  return { driver, agent, spec, call, changes };
 }
 
 const text = (r: CallResponse) => (r.body as Buffer).toString();
@@ -164,7 +173,7 @@ describe('Agent (fake driver)', () => {
     await call(spec('echo'));
     expect(seen).toEqual([
       ['call-0', undefined],
-      ['call-0', expect.objectContaining({ status: 200 })],
+      ['call-0', expect.objectContaining({ httpStatus: 200 })],
     ]);
   });
 
@@ -173,13 +182,13 @@ describe('Agent (fake driver)', () => {
     const records = new Map<string, CallOutcome>();
     agent.addListener({ onCallEnd: (c, o) => records.set(c.id, o) });
     await call(spec('slow'));
-    const slow = records.get('call-0')!.record;
+    const slow = records.get('call-0')!;
     // Watching starts after one interval, then a reading every interval until the answer.
     expect(slow.stats.length).toBeGreaterThanOrEqual(4);
     expect(slow.stats.length).toBeLessThanOrEqual(8);
     expect(slow.stats[0]!.metrics['mem_usage']).toBeGreaterThan(0);
     await call(spec('echo'));
-    expect(records.get('call-1')!.record.stats).toEqual([]);
+    expect(records.get('call-1')!.stats).toEqual([]);
   });
 
   it('takes no readings when stats are disabled', async () => {
@@ -187,7 +196,7 @@ describe('Agent (fake driver)', () => {
     const records = new Map<string, CallOutcome>();
     agent.addListener({ onCallEnd: (c, o) => records.set(c.id, o) });
     await call(spec('slow'));
-    expect(records.get('call-0')!.record.stats).toEqual([]);
+    expect(records.get('call-0')!.stats).toEqual([]);
   });
 
   it('on close, lets running calls finish, refuses new ones and removes every container', async () => {
@@ -203,11 +212,64 @@ describe('Agent (fake driver)', () => {
   });
 
   it('retires idle containers of a changed function', async () => {
-    const { driver, agent, spec, call } = setup({ echo });
+    const { driver, spec, call, changes } = setup({ echo });
     const s = spec('echo');
     await call(s);
-    agent.retireFunction({ fnId: s.fnId });
+    changes.publish({ kind: 'fn', id: s.fnId, appId: s.appId });
     await new Promise((r) => setTimeout(r, 50));
     expect(driver.live()).toHaveLength(0);
+  });
+});
+
+describe('Agent time and resources (fake driver, manual clock)', () => {
+  const until = async (what: () => boolean, ms = 2000): Promise<void> => {
+    const end = Date.now() + ms;
+    while (!what()) {
+      if (Date.now() > end) throw new Error('condition not met in time');
+      await new Promise((r) => setImmediate(r));
+    }
+  };
+
+  it('freezes an idle container and retires it at its idle timeout, as the clock moves', async () => {
+    const clock = new ManualClock();
+    const { driver, spec, call } = setup({ echo }, { freezeIdleMs: 50 }, 4096, clock);
+    const s = spec('echo', { idle_timeout: 5 });
+    await call(s, 'x');
+    expect(driver.live()).toHaveLength(1);
+    clock.advance(49);
+    expect(driver.live()[0]!.frozen).toBe(false);
+    clock.advance(1);
+    await until(() => driver.live()[0]!.frozen);
+    clock.advance(4949);
+    expect(driver.live()).toHaveLength(1);
+    clock.advance(1);
+    await until(() => driver.live().length === 0);
+  });
+
+  it('runs a detached call from the async area only: a fn that fits only with the sync reserve is refused', async () => {
+    const { spec, call, agent } = setup({ echo }, {}, 1000);
+    const big = spec('echo', { memory: 900 });
+    expect(text(await call(big, 'sync'))).toBe('{"got":"sync"}');
+    const detached = agent.invoke(
+      { id: 'd1', type: 'detached', fn: big, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: [], createdAt: Date.now() },
+      null,
+    );
+    await expect(detached.response).rejects.toMatchObject({ status: 400, code: 'CallResourceTooBig' });
+    expect(await detached.outcome).toMatchObject({ status: 'error', httpStatus: 400, errorUser: false });
+  });
+
+  it("evicts as many idle containers as the waiting call needs, and no more", async () => {
+    const clock = new ManualClock();
+    const { driver, spec, call } = setup({ slow: sleepy(50), echo }, { ejectIdleMs: 100 }, 1000, clock);
+    const a = spec('slow', { memory: 300 });
+    // Three containers of one fn, busy at once, then idle: 900 MB of 1000 held.
+    await Promise.all([call(a), call(a), call(a)]);
+    expect(driver.live()).toHaveLength(3);
+    clock.advance(100);
+    // Another fn needs 700 MB: two of the three must go, and only two.
+    const b = call(spec('echo', { memory: 700 }), 'b');
+    expect(text(await b)).toBe('{"got":"b"}');
+    const live = driver.live().map((c) => c.spec.image).sort();
+    expect(live).toEqual(['echo', 'slow']);
   });
 });

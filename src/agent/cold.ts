@@ -1,27 +1,20 @@
 /**
- * A cold container (the `default` format, seed 002's prepCold): one
- * container per call. The call's body goes to its stdin, its stdout is the
- * answer, stderr is the log; the request's details are in its environment:
- * FN_DEADLINE, FN_METHOD, FN_REQUEST_URL, FN_CALL_ID and every caller header
- * X-Y as FN_HEADER_X_Y. The container is removed after the call.
+ * A cold call (the `default` format, seed 002's prepCold): one container
+ * per call, holding its memory for its whole life. The call's body goes to
+ * its stdin, its stdout is the answer, stderr is the log; the request's
+ * details are in its environment: FN_DEADLINE, FN_METHOD, FN_REQUEST_URL,
+ * FN_CALL_ID and every caller header X-Y as FN_HEADER_X_Y. The container is
+ * removed after the call.
  */
 import { Writable } from 'node:stream';
-import type { Cookie, Driver, RunResult } from '../drivers/index.js';
-import { E, FunctionError } from '../models/index.js';
-import { containerBase, type FunctionSpec } from './call.js';
-import { answerOnStdout, type LogSink } from './logs.js';
+import type { Cookie, RunResult } from '../drivers/index.js';
+import { E, FunctionError, newId } from '../models/index.js';
+import { ContainerOutput } from './logs.js';
+import { launchError, serverBusy, type PoolHost } from './pool.js';
 import type { CallRequest, CallResponse } from './protocol/call.js';
-import { startTimings, type CallTrace } from './trace.js';
-
-export interface ColdContainerOptions {
-  readonly id: string;
-  readonly spec: FunctionSpec;
-  readonly driver: Driver;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly logs: LogSink | undefined;
-  /** FN_MAX_RESPONSE_SIZE; 0 = no limit. */
-  readonly maxResponseBytes: number;
-}
+import type { ResourceToken } from './resource.js';
+import { containerBase, type FunctionSpec } from './spec.js';
+import { startTimings, statusOf, type CallTrace } from './trace.js';
 
 /** How a cold call can be cut short, besides the caller leaving. */
 type Stop = 'timeout' | 'too-big';
@@ -53,11 +46,11 @@ function callEnv(spec: FunctionSpec, req: CallRequest, deadline: Date): Record<s
   const env: Record<string, string> = {
     ...spec.env,
     FN_DEADLINE: deadline.toISOString(),
-    FN_METHOD: req.method,
-    FN_REQUEST_URL: req.url,
-    FN_CALL_ID: req.id,
+    FN_METHOD: req.call.method,
+    FN_REQUEST_URL: req.call.url,
+    FN_CALL_ID: req.call.id,
   };
-  const h = req.headers;
+  const h = req.call.headers;
   for (let i = 0; i + 1 < h.length; i += 2) {
     const key = `FN_HEADER_${h[i]!.toUpperCase().replace(/-/g, '_')}`;
     env[key] = env[key] === undefined ? h[i + 1]! : `${env[key]}, ${h[i + 1]!}`;
@@ -65,81 +58,103 @@ function callEnv(spec: FunctionSpec, req: CallRequest, deadline: Date): Record<s
   return env;
 }
 
-export class ColdContainer {
-  private cookie: Cookie | undefined;
+/**
+ * Memory and CPU for a cold call: at once in fail-fast mode (else 503), or
+ * waited for until the slot deadline (half the fn's timeout; then 503).
+ */
+async function reserve(host: PoolHost, spec: FunctionSpec, signal: AbortSignal): Promise<ResourceToken> {
+  const request = { memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis, isAsync: spec.type === 'detached' };
+  if (host.config.nonBlockingResources) {
+    const token = host.resources.tryReserve(request);
+    if (!token) throw serverBusy();
+    return token;
+  }
+  const slotTimeout = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
+  try {
+    return await host.resources.reserve(request, AbortSignal.any([signal, slotTimeout]));
+  } catch (err) {
+    if (signal.aborted) throw signal.reason;
+    if (slotTimeout.aborted) throw serverBusy();
+    throw launchError(err);
+  }
+}
 
-  constructor(private readonly o: ColdContainerOptions) {}
-
-  /**
-   * Runs the call to the end: the answer (200 with stdout) when the function
-   * exits 0; otherwise throws 504 (deadline), 502 (crash, out of memory,
-   * answer too large), the caller's cancel reason, or the driver's errors.
-   * `signal` aborts the preparation (an image pull) when the server stops.
-   */
-  async run(
-    req: CallRequest,
-    deadline: Date,
-    control: { reason: unknown; onCancel: ((reason: unknown) => void) | undefined },
-    trace: CallTrace,
-    statsIntervalMs: number,
-    signal: AbortSignal,
-  ): Promise<CallResponse> {
-    const { spec } = this.o;
-    let stop: Stop | undefined;
-    const kill = (why: Stop): void => {
-      stop ??= why;
-      void this.cookie?.close();
-    };
-    const max = this.o.maxResponseBytes > 0 ? this.o.maxResponseBytes : Infinity;
-    const stdout = new Collector(max, () => kill('too-big'));
-
-    this.cookie = await this.o.driver.prepare(
+/**
+ * Runs a cold call to the end: the answer (200 with stdout) when the
+ * function exits 0; otherwise throws 504 (deadline), 502 (crash, out of
+ * memory, answer too large), the cancel's reason, or the driver's errors in
+ * Fn's words. A cancel (`signal`) stops the preparation (an image pull) or
+ * the container. The container is removed on every path.
+ */
+export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallRequest, signal: AbortSignal, trace: CallTrace): Promise<CallResponse> {
+  const deadline = new Date(Date.now() + spec.timeoutMs);
+  let token: ResourceToken;
+  try {
+    token = await reserve(host, spec, signal);
+  } catch (err) {
+    trace.end(statusOf(err), err);
+    throw err;
+  }
+  const id = newId().toLowerCase();
+  const output = new ContainerOutput(host.logger, { app: spec.appName, fn: spec.fnName, container: id });
+  output.begin(req.call.id, trace.log());
+  let cookie: Cookie | undefined;
+  let stop: Stop | undefined;
+  const kill = (why: Stop): void => {
+    stop ??= why;
+    void cookie?.close();
+  };
+  const stdout = new Collector(host.config.maxResponseBytes > 0 ? host.config.maxResponseBytes : Infinity, () => kill('too-big'));
+  const onCancel = (): void => void cookie?.close();
+  let timer: NodeJS.Timeout | undefined;
+  host.adoptCold(id, () => cookie?.close());
+  try {
+    cookie = await host.driver.prepare(
       {
         ...containerBase(spec),
-        id: this.o.id,
+        id,
         env: callEnv(spec, req, deadline),
-        labels: this.o.labels,
+        labels: host.labels(spec),
         mounts: [],
         stdin: true,
-        logs: answerOnStdout(stdout, this.o.logs),
+        logs: output.answeringOn(stdout),
       },
       signal,
     );
-    const cookie = this.cookie;
     // The caller left (or the server began to stop) while the container was prepared.
-    if (control.reason !== undefined) throw control.reason;
-    const timer = setTimeout(() => kill('timeout'), Math.max(0, deadline.getTime() - Date.now()));
-    control.onCancel = () => void cookie.close();
-    try {
-      const created = performance.now();
-      await cookie.run();
-      trace.started(
-        startTimings(cookie.timings, performance.now() - created),
-        (onStat, ms) => cookie.watchStats(onStat, ms),
-        statsIntervalMs,
-      );
-      const stdin = cookie.stdin!;
-      stdin.on('error', () => undefined); // a function that exits without reading its input
-      if (req.body === null) stdin.end();
-      else if (Buffer.isBuffer(req.body)) stdin.end(req.body);
-      else req.body.pipe(stdin);
-      const result: RunResult = await cookie.wait();
-      trace.executed();
-      if (control.reason !== undefined) throw control.reason;
-      if (stop === 'timeout') throw new FunctionError(E.CallTimeout);
-      if (stop === 'too-big') throw new FunctionError(E.FunctionResponseTooBig);
-      if (result.status !== 'success') {
-        throw new FunctionError(E.FunctionFailed, { message: `${E.FunctionFailed.message}: ${result.message ?? result.status}` });
-      }
-      return { status: 200, headers: [], body: Buffer.concat(stdout.chunks, stdout.size) };
-    } finally {
-      clearTimeout(timer);
-      control.onCancel = undefined;
+    if (signal.aborted) throw signal.reason;
+    signal.addEventListener('abort', onCancel, { once: true });
+    timer = setTimeout(() => kill('timeout'), Math.max(0, deadline.getTime() - Date.now()));
+    const created = performance.now();
+    await cookie.run();
+    const running = cookie;
+    trace.started(startTimings(cookie.timings, performance.now() - created), (onStat, ms) => running.watchStats(onStat, ms), host.config.statsIntervalMs);
+    const stdin = cookie.stdin!;
+    stdin.on('error', () => undefined); // a function that exits without reading its input
+    if (req.body === null) stdin.end();
+    else if (Buffer.isBuffer(req.body)) stdin.end(req.body);
+    else req.body.pipe(stdin);
+    const result: RunResult = await cookie.wait();
+    trace.executed();
+    if (signal.aborted) throw signal.reason;
+    if (stop === 'timeout') throw new FunctionError(E.CallTimeout);
+    if (stop === 'too-big') throw new FunctionError(E.FunctionResponseTooBig);
+    if (result.status !== 'success') {
+      throw new FunctionError(E.FunctionFailed, { message: `${E.FunctionFailed.message}: ${result.message ?? result.status}` });
     }
-  }
-
-  /** Removes the container (idempotent). */
-  async remove(): Promise<void> {
-    await this.cookie?.close();
+    const response = { status: 200, headers: [], body: Buffer.concat(stdout.chunks, stdout.size) };
+    trace.end(response.status);
+    return response;
+  } catch (err) {
+    const answer = signal.aborted && err === signal.reason ? err : launchError(err);
+    trace.end(statusOf(answer), answer);
+    throw answer;
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onCancel);
+    output.end();
+    await cookie?.close();
+    host.forgetCold(id);
+    token.close();
   }
 }

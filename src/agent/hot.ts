@@ -11,6 +11,8 @@
  * the fn's idle_timeout, and may be evicted by the agent when another
  * function waits for memory. A container that exits, or whose call cannot be
  * trusted to have ended cleanly (timeout, broken exchange), is retired.
+ * Every retirement names one of a few reasons (RetireReason): bounded
+ * labels for metrics, with the detail apart.
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { chmod, lstat, mkdir, rm } from 'node:fs/promises';
@@ -18,17 +20,27 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError } from '../models/index.js';
-import { containerBase, type FunctionSpec } from './call.js';
+import type { Clock, Timer } from './clock.js';
+import { containerBase, type FunctionSpec } from './spec.js';
 import type { CallRequest, Exchange } from './protocol/call.js';
 import { ContainerConnection } from './protocol/http1.js';
 import { httpStreamExchange } from './protocol/http-stream.js';
 import { cloudEventExchange, JsonChannel, jsonExchange, stdioConnection, stdioHttpExchange } from './protocol/stdio.js';
 import type { ResourceToken } from './resource.js';
-import { answerOnStdout, type LogSink } from './logs.js';
+import type { CallLog, ContainerOutput } from './logs.js';
 import { startTimings, type StartTimings } from './trace.js';
 import type { Logger } from 'pino';
 
 export type HotState = 'starting' | 'idle' | 'busy' | 'retired';
+
+/**
+ * Why a container left service: `idle` (its idle timeout passed),
+ * `timed-out` (a call overran its deadline), `changed` (its fn changed or
+ * was deleted), `evicted` (another fn needed its memory), `failed` (it did
+ * not start, exited, broke an exchange or wrote what nobody asked for),
+ * `shutdown` (the server stops).
+ */
+export type RetireReason = 'idle' | 'timed-out' | 'changed' | 'evicted' | 'failed' | 'shutdown';
 
 export interface HotContainerOptions {
   readonly id: string;
@@ -38,14 +50,17 @@ export interface HotContainerOptions {
   /** This container's folder on the host, mounted at /tmp/iofs (http-stream only). */
   readonly dir: string;
   readonly labels: Readonly<Record<string, string>>;
-  readonly logs: LogSink | undefined;
+  /** Its stdout/stderr (stderr only, for the formats that answer on stdout), attributed to the call it serves. */
+  readonly output: ContainerOutput;
   /** The agent's log, for what goes wrong while the container leaves service. */
   readonly log: Logger;
+  readonly clock: Clock;
   readonly startTimeoutMs: number;
   readonly freezeIdleMs: number;
-  readonly maxResponseBytes: number;
+  /** The most bytes an answer may have; Infinity = no limit. */
+  readonly responseLimit: number;
   /** Told when the container leaves service, whatever the reason. Must not throw. */
-  readonly onRetired: (c: HotContainer, reason: string) => void;
+  readonly onRetired: (c: HotContainer, reason: RetireReason, detail: string) => void;
   /** Told when the idle timeout expires, to take the container out of its queue. */
   readonly onIdleTimeout: (c: HotContainer) => void;
 }
@@ -61,7 +76,7 @@ export class HotContainer {
   readonly id: string;
   readonly spec: FunctionSpec;
   state: HotState = 'starting';
-  /** performance.now() when it last became idle. */
+  /** The clock's time when it last became idle. */
   idleSince = 0;
   calls = 0;
   private cookie: Cookie | undefined;
@@ -73,7 +88,7 @@ export class HotContainer {
   /** Serialises pause/unpause so a thaw never overtakes a freeze in flight. */
   private freezeOps: Promise<void> = Promise.resolve();
   /** One timer for both idle clocks, re-armed lazily rather than per call. */
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
   private exit: RunResult | undefined;
   private startTimings: StartTimings | undefined;
   private retiring: Promise<void> | undefined;
@@ -119,7 +134,7 @@ export class HotContainer {
           labels: this.o.labels,
           mounts: socket ? [{ hostPath: dir, containerPath: '/tmp/iofs' }] : [],
           stdin: !socket,
-          logs: stdout ? answerOnStdout(stdout, this.o.logs) : this.o.logs,
+          logs: stdout ? this.o.output.answeringOn(stdout) : this.o.output,
         },
         signal,
       );
@@ -143,7 +158,7 @@ export class HotContainer {
         this.json = new JsonChannel(cookie.stdin!, stdout!);
       }
     } catch (err) {
-      await this.retire(`start failed: ${err instanceof Error ? err.message : String(err)}`);
+      await this.retire(signal.aborted ? 'shutdown' : 'failed', `start failed: ${err instanceof Error ? err.message : String(err)}`);
       throw err;
     }
   }
@@ -203,14 +218,14 @@ export class HotContainer {
     // A call in flight on stdio learns that no answer will come.
     this.stdout?.end();
     this.exitedBeforeReady?.(result);
-    if (this.state !== 'retired') void this.retire(`container exited: ${result.message ?? result.status}`);
+    if (this.state !== 'retired') void this.retire('failed', `container exited: ${result.message ?? result.status}`);
   }
 
   /** Marks the container idle: the freeze and idle-timeout clocks start. */
   markIdle(): void {
     if (this.state === 'retired') return;
     this.state = 'idle';
-    this.idleSince = performance.now();
+    this.idleSince = this.o.clock.now();
     this.arm();
   }
 
@@ -224,14 +239,13 @@ export class HotContainer {
     const freezeAt = this.frozen || !Number.isFinite(this.o.freezeIdleMs) ? Infinity : this.idleSince + this.o.freezeIdleMs;
     const expireAt = this.idleSince + this.spec.idleTimeoutMs;
     const due = Math.min(freezeAt, expireAt);
-    this.timer = setTimeout(() => this.onTimer(), Math.max(0, due - performance.now()));
-    this.timer.unref();
+    this.timer = this.o.clock.setTimeout(() => this.onTimer(), Math.max(0, due - this.o.clock.now()));
   }
 
   private onTimer(): void {
     this.timer = undefined;
     if (this.state !== 'idle') return;
-    const idleFor = performance.now() - this.idleSince;
+    const idleFor = this.o.clock.now() - this.idleSince;
     if (idleFor >= this.spec.idleTimeoutMs) {
       this.o.onIdleTimeout(this);
       return;
@@ -271,12 +285,14 @@ export class HotContainer {
 
   /**
    * Starts one call; the caller cancels it on a timeout or when its client
-   * leaves. A failed exchange is explained by explain().
+   * leaves. A failed exchange is explained by explain(). What the container
+   * writes from now until endCall() belongs to this call (`log`, when kept).
    */
-  exec(req: CallRequest, deadline: Date): Exchange {
+  exec(req: CallRequest, deadline: Date, log: CallLog | undefined): Exchange {
     if (this.state !== 'busy') throw new ApiError(E.FunctionResponse, { message: 'container is not available' });
     this.calls++;
-    const opts = { deadline, maxResponseBytes: this.o.maxResponseBytes };
+    this.o.output.begin(req.call.id, log);
+    const opts = { deadline, responseLimit: this.o.responseLimit };
     switch (this.spec.format) {
       case 'http-stream':
         return httpStreamExchange(this.client!, req, opts);
@@ -289,6 +305,11 @@ export class HotContainer {
       default:
         throw new ApiError(E.FunctionResponse, { message: `format ${this.spec.format} is not served by hot containers` });
     }
+  }
+
+  /** The call is over: output from now on belongs to no call. */
+  endCall(): void {
+    this.o.output.end();
   }
 
   /** How this container's start went, told once: to the first call it serves. */
@@ -332,12 +353,13 @@ export class HotContainer {
    * removes the container, returns its resources, deletes its folder.
    * Idempotent; resolves once the container is gone; never rejects.
    */
-  retire(reason: string): Promise<void> {
+  retire(reason: RetireReason, detail: string = reason): Promise<void> {
     this.retiring ??= (async () => {
       this.state = 'retired';
-      clearTimeout(this.timer);
+      this.timer?.clear();
+      this.timer = undefined;
       try {
-        this.o.onRetired(this, reason);
+        this.o.onRetired(this, reason, detail);
       } catch (err) {
         this.o.log.error({ err, container: this.id }, 'retire listener failed');
       }

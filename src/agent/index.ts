@@ -1,15 +1,21 @@
 /**
- * agent/ — the scheduler: resource tracker, slot queues, hot containers and
- * the call path from submit to answer.
+ * agent/ — the local Invoker: resource tracker, per-slot-key pools, hot
+ * launcher, evictor, cold path and the call path from invoke to answer.
  */
-export { Agent, AgentClosedError } from './agent.js';
+export { Agent } from './agent.js';
+export type { AgentConfig, AgentOptions, AgentSnapshot } from './agent.js';
+export { ManualClock, realClock } from './clock.js';
+export type { Clock, Timer } from './clock.js';
+export type { Invoker, RunningCall } from './invoker.js';
 export { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, selfInstance, TAG_LABEL } from './owner.js';
-export type { AgentConfig, AgentOptions, AgentSnapshot, RunningCall } from './agent.js';
 export { MAX_STAT_POINTS } from './trace.js';
-export type { CallInfo, CallListener, CallOutcome, StartTimings } from './trace.js';
-export { functionSpec } from './call.js';
-export type { FunctionSpec } from './call.js';
-export type { CallRequest, CallResponse, RawHeaders } from './protocol/call.js';
+export type { CallListener, StartTimings } from './trace.js';
+export { functionSpec } from './spec.js';
+export type { FunctionSpec } from './spec.js';
+export type { RetireReason } from './hot.js';
+export type { CallBody, CallRequest, CallResponse } from './protocol/call.js';
+export { sameName, withoutHopHeaders } from './protocol/headers.js';
+export type { RawHeaders } from './protocol/headers.js';
 export {
   computeCapacity,
   MB,
@@ -19,5 +25,5 @@ export {
   ResourceUnavailableError,
 } from './resource.js';
 export type { Capacity, HostReadings, ResourceRequest, ResourceSnapshot, ResourceToken, ResourceTracker } from './resource.js';
-export { needsContainer, seedNeedsContainer, slotKey, SlotQueue, SlotQueues } from './slots.js';
+export { needsContainer, seedNeedsContainer, slotKey, SlotQueue } from './slots.js';
 export type { SlotStats } from './slots.js';

@@ -1,7 +1,9 @@
 /**
- * Where a container's stdout and stderr go: line by line into the server's
- * log at debug level, tagged with the fn and container, each line capped so a
- * function cannot flood the log with one endless line.
+ * Where a container's stdout and stderr go: to the call the container is
+ * serving (its CallLog, capped at FN_MAX_LOG_SIZE_BYTES, for the call's
+ * record) and, line by line, into the server's log at debug level, tagged
+ * with the fn, container and call. Each line is capped so a function cannot
+ * flood the log with one endless line.
  */
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -13,6 +15,35 @@ export interface LogSink {
 
 const MAX_LINE = 8 * 1024;
 
+/** What a container wrote during one call, up to `max` bytes; the rest is counted, not kept. */
+export class CallLog {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private dropped = 0;
+
+  constructor(private readonly max: number) {}
+
+  write(chunk: Buffer): void {
+    const room = this.max - this.size;
+    if (room >= chunk.length) {
+      this.chunks.push(chunk);
+      this.size += chunk.length;
+      return;
+    }
+    if (room > 0) {
+      this.chunks.push(chunk.subarray(0, room));
+      this.size += room;
+    }
+    this.dropped += chunk.length - Math.max(0, room);
+  }
+
+  /** The log as text; a cut log says how much was left out. */
+  text(): string {
+    const kept = Buffer.concat(this.chunks, this.size).toString('utf8');
+    return this.dropped > 0 ? `${kept}\n[log cut at ${this.max} bytes: ${this.dropped} more bytes not kept]\n` : kept;
+  }
+}
+
 class LineLogger extends Writable {
   private partial = '';
 
@@ -20,7 +51,7 @@ class LineLogger extends Writable {
     super();
   }
 
-  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
+  push(chunk: Buffer): void {
     const text = this.partial + chunk.toString('utf8');
     const lines = text.split('\n');
     this.partial = lines.pop() ?? '';
@@ -29,37 +60,73 @@ class LineLogger extends Writable {
       this.partial = '';
     }
     for (const line of lines) if (line !== '') this.onLine(line.length > MAX_LINE ? `${line.slice(0, MAX_LINE)}...` : line);
+  }
+
+  flush(): void {
+    if (this.partial) this.onLine(this.partial);
+    this.partial = '';
+  }
+}
+
+/** One output stream of a container: each chunk to the current call's log, lines to the server's debug log. */
+class OutputStream extends Writable {
+  private readonly lines: LineLogger | undefined;
+
+  constructor(
+    private readonly owner: ContainerOutput,
+    log: Logger | undefined,
+    stream: 'stdout' | 'stderr',
+  ) {
+    super();
+    this.lines = log ? new LineLogger((line) => log.debug({ stream, call: owner.callId }, line)) : undefined;
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
+    this.owner.current?.write(chunk);
+    this.lines?.push(chunk);
     done();
   }
 
   override _final(done: () => void): void {
-    if (this.partial) this.onLine(this.partial);
+    this.lines?.flush();
     done();
   }
 }
 
-/** A sink that drops what it is given. */
-function discard(): Writable {
-  return new Writable({ write: (_chunk, _enc, done) => done() });
-}
-
 /**
- * Sinks for a container whose stdout is its answer (the stdio formats, cold
- * calls): `stdout` takes it, stderr goes to the log, or nowhere.
+ * A container's output, attributed to the call it serves: set `current`
+ * (and `callId`) when a call begins, clear them when it ends. What the
+ * container writes between calls belongs to no call (it still reaches the
+ * debug log).
  */
-export function answerOnStdout(stdout: Writable, logs: LogSink | undefined): LogSink {
-  return { stdout, stderr: logs?.stderr ?? discard() };
-}
+export class ContainerOutput implements LogSink {
+  current: CallLog | undefined;
+  callId: string | undefined;
+  readonly stdout: Writable;
+  readonly stderr: Writable;
 
-/**
- * Sinks for a container's output, or undefined when nothing would be logged
- * (the engine then discards it: no stream to carry on the hot path).
- */
-export function containerLogs(logger: Logger, fields: Record<string, string>): LogSink | undefined {
-  if (!logger.isLevelEnabled('debug')) return undefined;
-  const log = logger.child(fields);
-  return {
-    stdout: new LineLogger((line) => log.debug({ stream: 'stdout' }, line)),
-    stderr: new LineLogger((line) => log.debug({ stream: 'stderr' }, line)),
-  };
+  constructor(logger: Logger, fields: Record<string, string>) {
+    const log = logger.isLevelEnabled('debug') ? logger.child(fields) : undefined;
+    this.stdout = new OutputStream(this, log, 'stdout');
+    this.stderr = new OutputStream(this, log, 'stderr');
+  }
+
+  /** The call `id` owns what comes next (its log when someone keeps it). */
+  begin(id: string, log: CallLog | undefined): void {
+    this.callId = id;
+    this.current = log;
+  }
+
+  end(): void {
+    this.callId = undefined;
+    this.current = undefined;
+  }
+
+  /**
+   * Sinks for a container whose stdout is its answer (the stdio formats,
+   * cold calls): `answer` takes stdout, stderr is the log.
+   */
+  answeringOn(answer: Writable): LogSink {
+    return { stdout: answer, stderr: this.stderr };
+  }
 }

@@ -64,6 +64,12 @@ export interface ResourceTracker {
   waitAsyncCapacity(signal?: AbortSignal): Promise<void>;
   /** Called whenever a reserve() starts waiting, so idle holders can be asked to leave. */
   onWaiter(listener: () => void): () => void;
+  /**
+   * What must be freed for the longest-waiting reserve() to be granted
+   * (bytes and milli-CPUs, each 0 when enough is free), or undefined when
+   * nothing waits.
+   */
+  shortfall(): { readonly memoryBytes: number; readonly cpuMillis: number } | undefined;
   snapshot(): ResourceSnapshot;
 }
 
@@ -92,9 +98,12 @@ class Pool {
   }
 
   available(amount: number, isAsync: boolean): boolean {
+    return amount <= this.free(isAsync);
+  }
+
+  free(isAsync: boolean): number {
     const asyncFree = this.asyncTotal - this.asyncUsed;
-    const syncFree = this.syncTotal - this.syncUsed;
-    return amount <= (isAsync ? asyncFree : asyncFree + syncFree);
+    return isAsync ? asyncFree : asyncFree + this.syncTotal - this.syncUsed;
   }
 
   /** Takes `amount` (sync calls from their reserve first); returns how to give it back. */
@@ -232,6 +241,16 @@ export class MemoryCpuTracker implements ResourceTracker {
   onWaiter(listener: () => void): () => void {
     this.waiterListeners.add(listener);
     return () => this.waiterListeners.delete(listener);
+  }
+
+  shortfall(): { memoryBytes: number; cpuMillis: number } | undefined {
+    const w = this.waiters[0];
+    if (!w) return undefined;
+    const isAsync = !!w.req.isAsync;
+    return {
+      memoryBytes: Math.max(0, w.req.memoryMB * MB - this.mem.free(isAsync)),
+      cpuMillis: Math.max(0, w.req.cpuMillis - this.cpu.free(isAsync)),
+    };
   }
 
   snapshot(): ResourceSnapshot {

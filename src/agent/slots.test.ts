@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { needsContainer, seedNeedsContainer, slotKey, SlotQueue, SlotQueues, type SlotStats } from './slots.js';
+import { needsContainer, seedNeedsContainer, slotKey, SlotQueue, type SlotStats } from './slots.js';
 
 describe('SlotQueue', () => {
   it('hands out the most recently released item first (LIFO)', () => {
@@ -90,19 +90,6 @@ describe('SlotQueue', () => {
     q.record('run', 30);
     expect(q.stats().latency).toEqual({ wait: 0, start: 2700, run: 20 });
     expect(() => q.exit('run')).toThrow(/below zero/);
-  });
-});
-
-describe('SlotQueues', () => {
-  it('creates queues on demand and drops them when empty', () => {
-    const qs = new SlotQueues<string>();
-    const q = qs.get('k');
-    expect(qs.get('k')).toBe(q);
-    q.release('x');
-    expect(qs.dropIfEmpty(q)).toBe(false);
-    q.tryAcquire();
-    expect(qs.dropIfEmpty(q)).toBe(true);
-    expect(qs.peek('k')).toBeUndefined();
   });
 });
 

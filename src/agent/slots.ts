@@ -272,32 +272,3 @@ export function slotKey(parts: Record<string, string | number | Readonly<Record<
   }
   return h.digest('hex');
 }
-
-/** The queues of one agent, created on first use and dropped when empty. */
-export class SlotQueues<T> {
-  private readonly queues = new Map<string, SlotQueue<T>>();
-
-  get(key: string): SlotQueue<T> {
-    let q = this.queues.get(key);
-    if (!q) {
-      q = new SlotQueue<T>(key);
-      this.queues.set(key, q);
-    }
-    return q;
-  }
-
-  peek(key: string): SlotQueue<T> | undefined {
-    return this.queues.get(key);
-  }
-
-  /** Drops the queue if nothing is left in it; true when dropped. */
-  dropIfEmpty(q: SlotQueue<T>): boolean {
-    if (!q.isEmpty() || this.queues.get(q.key) !== q) return false;
-    this.queues.delete(q.key);
-    return true;
-  }
-
-  all(): SlotQueue<T>[] {
-    return [...this.queues.values()];
-  }
-}

@@ -1,30 +1,18 @@
 /**
- * The record of one call as it happens: when it arrived, waited, ran and
+ * The outcome of one call as it happens: when it arrived, waited, ran and
  * ended, the container's resource use sampled while it ran (down-sampled the
- * way seed 004's Decimate does), and where the time went. Listeners get it
- * when the call ends. With no listener nothing is sampled or built: the hot
+ * way seed 004's Decimate does), where the time went, and what the container
+ * wrote meanwhile. Listeners and the RunningCall's `outcome` get it when the
+ * call ends. With nobody reading, nothing is sampled, kept or built: the hot
  * path pays only for what someone reads.
  */
-import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
-import { callStatus, type CallRecord, type CallTimings } from '../models/index.js';
-import type { FunctionSpec } from './call.js';
-import type { CallRequest } from './protocol/call.js';
 import type { Logger } from 'pino';
-
-export interface CallInfo {
-  readonly id: string;
-  readonly spec: FunctionSpec;
-}
-
-export interface CallOutcome {
-  readonly status: number;
-  readonly error?: unknown;
-  readonly durationMs: number;
-  readonly record: CallRecord;
-}
+import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
+import { ApiError, callStatus, FunctionError, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
+import { CallLog } from './logs.js';
 
 /**
- * Hooks around every call, for call records and metrics.
+ * Hooks around every call, for metrics and call records.
  *
  * Rules: a listener is called synchronously on the call's path, so it must
  * be cheap and must not block (hand slow work, like storing a record, to a
@@ -33,8 +21,8 @@ export interface CallOutcome {
  * had returned.
  */
 export interface CallListener {
-  onCallStart?(call: CallInfo): void;
-  onCallEnd?(call: CallInfo, outcome: CallOutcome): void;
+  onCallStart?(call: Call): void;
+  onCallEnd?(call: Call, outcome: CallOutcome): void;
 }
 
 /** Calls `fn`, logging rather than passing on what it throws (the listener rules above). */
@@ -56,7 +44,7 @@ export interface StartTimings {
   readonly start_ms: number;
 }
 
-/** The driver's prepare timings and the time from run to ready, as a call record keeps them. */
+/** The driver's prepare timings and the time from run to ready, as an outcome keeps them. */
 export function startTimings(prepared: PrepareTimings, startMs: number): StartTimings {
   return { image_ms: Math.round(prepared.imageMs), create_ms: Math.round(prepared.createMs), start_ms: Math.round(startMs) };
 }
@@ -64,8 +52,21 @@ export function startTimings(prepared: PrepareTimings, startMs: number): StartTi
 /** At most this many stat points are kept per call. */
 export const MAX_STAT_POINTS = 240;
 
+/** The HTTP status a failed call is recorded with. */
+export function statusOf(err: unknown): number {
+  return err instanceof ApiError ? err.status : 500;
+}
+
+export interface TraceOptions {
+  readonly listeners: readonly CallListener[];
+  readonly log: Logger;
+  /** FN_MAX_LOG_SIZE_BYTES: the most of a container's output kept for one call. */
+  readonly maxLogBytes: number;
+  /** Told once, after the listeners, when the call ends. */
+  readonly onEnd: () => void;
+}
+
 export class CallTrace {
-  private readonly createdAt = Date.now();
   private readonly t0 = performance.now();
   private waitMs = 0;
   private runStart = 0;
@@ -75,16 +76,38 @@ export class CallTrace {
   private readonly samples: Stat[] = [];
   private sampler: NodeJS.Timeout | undefined;
   private unwatch: (() => void) | undefined;
-  private ended = false;
+  private ended: { status: number; error: unknown; at: number } | undefined;
+  private callLog: CallLog | undefined;
+  private wanted = false;
+  private result: Promise<CallOutcome> | undefined;
+  private resolve: ((o: CallOutcome) => void) | undefined;
 
   constructor(
-    private readonly call: CallInfo,
-    private readonly req: CallRequest,
-    private readonly listeners: readonly CallListener[],
-    private readonly log: Logger,
-    private readonly onEnd: () => void,
+    readonly call: Call,
+    private readonly o: TraceOptions,
   ) {
-    for (const l of listeners) if (l.onCallStart) guarded(log, 'onCallStart', () => l.onCallStart!(call));
+    for (const l of o.listeners) if (l.onCallStart) guarded(o.log, 'onCallStart', () => l.onCallStart!(call));
+  }
+
+  /** Someone reads this call's outcome: its output is kept and its container sampled. */
+  private get reading(): boolean {
+    return this.wanted || this.o.listeners.length > 0;
+  }
+
+  /** The call's outcome, once it ends; never rejects. */
+  outcome(): Promise<CallOutcome> {
+    this.wanted = true;
+    if (!this.result) {
+      if (this.ended) this.result = Promise.resolve(this.build());
+      else this.result = new Promise((r) => (this.resolve = r));
+    }
+    return this.result;
+  }
+
+  /** Where the container's output goes while it serves this call, when someone reads it. */
+  log(): CallLog | undefined {
+    if (!this.reading) return undefined;
+    return (this.callLog ??= new CallLog(this.o.maxLogBytes));
   }
 
   /** Milliseconds since arrival, noted as the call's wait. */
@@ -95,14 +118,14 @@ export class CallTrace {
 
   /**
    * The function starts working on the call: sampling begins (every
-   * `intervalMs`, if anyone listens and the call lasts that long).
+   * `intervalMs`, if anyone reads and the call lasts that long).
    */
   started(timings: StartTimings | undefined, watch: StatsWatch, intervalMs: number): void {
     this.startedAt = Date.now();
     this.runStart = performance.now();
     if (this.waitMs === 0) this.waitMs = this.runStart - this.t0;
     this.startTimings = timings;
-    if (this.listeners.length === 0 || !Number.isFinite(intervalMs)) return;
+    if (!this.reading || !Number.isFinite(intervalMs)) return;
     // Short calls never touch the engine: watching starts once the call has
     // run for an interval.
     this.sampler = setTimeout(() => {
@@ -121,47 +144,41 @@ export class CallTrace {
     this.unwatch = undefined;
   }
 
-  /** Ends the call once: listeners get its record. */
+  /** Ends the call once: listeners and the outcome's reader get it. */
   end(status: number, error?: unknown): void {
     if (this.ended) return;
-    this.ended = true;
+    this.ended = { status, error, at: Date.now() };
     this.executed();
     try {
-      if (this.listeners.length > 0) {
-        const outcome: CallOutcome = { status, error, durationMs: performance.now() - this.t0, record: this.record(status, error) };
-        for (const l of this.listeners) if (l.onCallEnd) guarded(this.log, 'onCallEnd', () => l.onCallEnd!(this.call, outcome));
+      if (this.reading) {
+        const outcome = this.build();
+        for (const l of this.o.listeners) if (l.onCallEnd) guarded(this.o.log, 'onCallEnd', () => l.onCallEnd!(this.call, outcome));
+        this.resolve?.(outcome);
       }
     } finally {
-      this.onEnd();
+      this.o.onEnd();
     }
   }
 
-  private record(status: number, error: unknown): CallRecord {
-    const { spec } = this.call;
+  private build(): CallOutcome {
+    const { status, error, at } = this.ended!;
     const timings: CallTimings = {
       wait_ms: Math.round(this.waitMs),
       exec_ms: Math.round(this.execMs),
       ...(this.startTimings ?? {}),
     };
-    let path = '/';
-    try {
-      path = new URL(this.req.url).pathname;
-    } catch {
-      // keep '/'
-    }
     return {
       id: this.call.id,
       status: callStatus(status),
+      httpStatus: status,
       ...(error !== undefined ? { error: error instanceof Error ? error.message : String(error) } : {}),
-      app_id: spec.appId,
-      app_name: spec.appName,
-      fn_id: spec.fnId,
-      path,
-      created_at: new Date(this.createdAt).toISOString(),
-      ...(this.startedAt !== undefined ? { started_at: new Date(this.startedAt).toISOString() } : {}),
-      completed_at: new Date().toISOString(),
-      stats: decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
+      errorUser: error instanceof FunctionError,
+      createdAt: new Date(this.call.createdAt).toISOString(),
+      ...(this.startedAt !== undefined ? { startedAt: new Date(this.startedAt).toISOString() } : {}),
+      completedAt: new Date(at).toISOString(),
       timings,
+      stats: decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
+      log: this.callLog?.text() ?? '',
     };
   }
 }

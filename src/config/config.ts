@@ -62,6 +62,8 @@ export interface AgentSettings {
   readonly maxResponseBytes: number;
   /** FN_MAX_REQUEST_SIZE bytes; 0 = no limit. */
   readonly maxRequestBytes: number;
+  /** FN_MAX_LOG_SIZE_BYTES (1 MiB, as Fn): the most of a container's output kept for one call. */
+  readonly maxLogBytes: number;
   /** FN_MAX_TOTAL_MEMORY_BYTES; 0 = what the host allows. */
   readonly maxTotalMemoryBytes: number;
   /** FN_MAX_TOTAL_CPU_MCPUS; 0 = what the host allows. */
@@ -223,6 +225,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       hotPullTimeoutMs: msecs(env, 'FN_HOT_PULL_TIMEOUT_MSECS', 10 * 60_000, 1),
       maxResponseBytes: integer(env, 'FN_MAX_RESPONSE_SIZE', 0, 0, maxBytes),
       maxRequestBytes: integer(env, 'FN_MAX_REQUEST_SIZE', 0, 0, maxBytes),
+      maxLogBytes: integer(env, 'FN_MAX_LOG_SIZE_BYTES', 1024 * 1024, 0, maxBytes),
       maxTotalMemoryBytes: integer(env, 'FN_MAX_TOTAL_MEMORY_BYTES', 0, 0, maxBytes),
       maxTotalCpuMillis: integer(env, 'FN_MAX_TOTAL_CPU_MCPUS', 0, 0, 1_000_000),
       nonBlockingResources: flag(env, 'FN_ENABLE_NB_RESOURCE_TRACKER'),

@@ -1,8 +1,247 @@
 /**
- * Call: the record of one function call (Fn's Call, spec/fn-swagger-v1-2018.yml),
- * with the container's resource use sampled during the call and where the
- * time went.
+ * Call: one function call, as it travels (a `Call`: everything needed to run
+ * it anywhere, serializable as Fn's models.Call JSON, which the runner
+ * protocol carries in TryCall.models_call_json) and as it ends (a
+ * `CallOutcome`, from which call records, CallFinished, metrics and traces
+ * are built). The request body is not part of the Call: it travels beside it
+ * as a stream.
  */
+import type { Annotations } from './annotations.js';
+import type { App } from './app.js';
+import type { ConfigMap } from './common.js';
+import { ApiError, E } from './errors.js';
+import { FN_FORMATS, type Fn, type FnFormat } from './fn.js';
+
+/**
+ * Headers as alternating names and values, names as sent (the layout of
+ * Node's rawHeaders): no object to build per call, repeats kept in order.
+ */
+export type RawHeaders = string[];
+
+/** `sync`: the caller waits for the answer. `detached`: queued, run later; takes no sync-only resources. */
+export type CallType = 'sync' | 'detached';
+export const CALL_TYPES: readonly CallType[] = ['sync', 'detached'];
+
+/**
+ * The fn's runtime fields, as of the moment the call was made: built once
+ * per version of the fn and its app and shared (frozen) by all its calls,
+ * so the agent can keep per-fn work (its slot key, its environment) with it.
+ */
+export interface CallFn {
+  readonly appId: string;
+  readonly appName: string;
+  readonly fnId: string;
+  readonly fnName: string;
+  readonly image: string;
+  readonly format: FnFormat;
+  readonly memoryMB: number;
+  /** 0 = no CPU limit. */
+  readonly cpuMillis: number;
+  readonly timeoutS: number;
+  readonly idleTimeoutS: number;
+  /** The writable /tmp's size; 0 = as large as the fn's memory (at least 16 MB). */
+  readonly tmpfsMB: number;
+  /** The app's config, then the fn's on top. */
+  readonly config: ConfigMap;
+  readonly annotations: Annotations;
+  readonly syslogUrl: string | undefined;
+}
+
+export interface Call {
+  readonly id: string;
+  readonly type: CallType;
+  readonly fn: CallFn;
+  /** Set when the call came through an HTTP trigger: the function then sees the caller's HTTP details. */
+  readonly triggerId: string | undefined;
+  /** The caller's method. */
+  readonly method: string;
+  /** The full URL the caller used. */
+  readonly url: string;
+  /** The caller's headers, hop-by-hop ones and Content-Length removed. */
+  readonly headers: RawHeaders;
+  /** Milliseconds since the epoch. */
+  readonly createdAt: number;
+}
+
+/** The runtime fields of `fn` of `app`, for its calls (frozen: share it). */
+export function callFn(app: App, fn: Fn): CallFn {
+  return Object.freeze({
+    appId: app.id,
+    appName: app.name,
+    fnId: fn.id,
+    fnName: fn.name,
+    image: fn.image,
+    format: fn.format,
+    memoryMB: fn.memory,
+    cpuMillis: 0,
+    timeoutS: fn.timeout,
+    idleTimeoutS: fn.idle_timeout,
+    tmpfsMB: 0,
+    config: Object.freeze({ ...app.config, ...fn.config }),
+    annotations: fn.annotations,
+    syslogUrl: app.syslog_url,
+  });
+}
+
+/** Fn's models.Call JSON, as a runner gets it (TryCall.models_call_json) and a call record shows it. */
+export interface FnCallJson {
+  id: string;
+  status?: string;
+  image?: string;
+  type?: string;
+  url?: string;
+  method?: string;
+  /** seconds */
+  timeout?: number;
+  /** seconds */
+  idle_timeout?: number;
+  /** MB */
+  tmpfs_size?: number;
+  /** MB */
+  memory?: number;
+  /** Milli-CPUs, as Fn writes them ("500m"). */
+  cpus?: string;
+  config?: Record<string, string>;
+  annotations?: Record<string, unknown>;
+  headers?: Record<string, string[]>;
+  syslog_url?: string;
+  created_at?: string;
+  app_id?: string;
+  app_name?: string;
+  fn_id?: string;
+  trigger_id?: string;
+  /** fnts's own: the fn's name and format, which Fn's runners read from config (FN_FN_NAME, FN_FORMAT). */
+  fn_name?: string;
+  format?: string;
+}
+
+/** A call as Fn's models.Call JSON. Header names keep their first spelling; values keep their order. */
+export function callToJson(call: Call): FnCallJson {
+  const { fn } = call;
+  const headers: Record<string, string[]> = {};
+  for (let i = 0; i + 1 < call.headers.length; i += 2) (headers[call.headers[i]!] ??= []).push(call.headers[i + 1]!);
+  return {
+    id: call.id,
+    image: fn.image,
+    type: call.type,
+    url: call.url,
+    method: call.method,
+    timeout: fn.timeoutS,
+    idle_timeout: fn.idleTimeoutS,
+    ...(fn.tmpfsMB > 0 ? { tmpfs_size: fn.tmpfsMB } : {}),
+    memory: fn.memoryMB,
+    ...(fn.cpuMillis > 0 ? { cpus: `${fn.cpuMillis}m` } : {}),
+    config: { ...fn.config },
+    annotations: { ...fn.annotations },
+    headers,
+    ...(fn.syslogUrl ? { syslog_url: fn.syslogUrl } : {}),
+    created_at: new Date(call.createdAt).toISOString(),
+    app_id: fn.appId,
+    app_name: fn.appName,
+    fn_id: fn.fnId,
+    ...(call.triggerId ? { trigger_id: call.triggerId } : {}),
+    fn_name: fn.fnName,
+    format: fn.format,
+  };
+}
+
+function bad(what: string): ApiError {
+  return new ApiError(E.InvalidJSON, { message: `Invalid call: ${what}` });
+}
+
+function str(v: unknown, what: string, required = false): string | undefined {
+  if (v === undefined || v === null) {
+    if (required) throw bad(`${what} is required`);
+    return undefined;
+  }
+  if (typeof v !== 'string') throw bad(`${what} must be a string`);
+  return v;
+}
+
+function num(v: unknown, what: string, min: number, fallback: number): number {
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw bad(`${what} must be an integer of at least ${min}`);
+  return v;
+}
+
+/** Fn's MilliCPUs: "500m", or cores as a number or string ("0.5"). */
+function milliCpus(v: unknown): number {
+  if (v === undefined || v === null || v === '') return 0;
+  const text = String(v);
+  const m = /^(\d+)m$/.exec(text);
+  const millis = m ? Number(m[1]) : Math.round(Number(text) * 1000);
+  if (!Number.isFinite(millis) || millis < 0) throw bad(`cpus ${JSON.stringify(v)} is not milli-CPUs ("500m") or cores ("0.5")`);
+  return millis;
+}
+
+function stringMap(v: unknown, what: string): Record<string, string> {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw bad(`${what} must be an object`);
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (typeof x !== 'string') throw bad(`${what}.${k} must be a string`);
+    out[k] = x;
+  }
+  return out;
+}
+
+/**
+ * Reads Fn's models.Call JSON (from an LB, a queue) into a Call. Fields Fn
+ * keeps in config (FN_FN_NAME, FN_FORMAT, FN_APP_NAME) are read from there
+ * when the JSON lacks fnts's own fields. Throws 400 InvalidJson naming the bad field.
+ */
+export function callFromJson(json: unknown): Call {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw bad('not a JSON object');
+  const j = json as Record<string, unknown>;
+  const config = stringMap(j.config, 'config');
+  const type = str(j.type, 'type') ?? 'sync';
+  // Fn's older name for detached.
+  const callType: CallType = type === 'async' ? 'detached' : (type as CallType);
+  if (!CALL_TYPES.includes(callType)) throw bad(`type ${type} is not one of ${CALL_TYPES.join(', ')}`);
+  const format = str(j.format, 'format') ?? config.FN_FORMAT ?? 'http-stream';
+  if (!(FN_FORMATS as readonly string[]).includes(format)) throw bad(`format ${format} is not one of ${FN_FORMATS.join(', ')}`);
+  const rawHeaders: RawHeaders = [];
+  if (j.headers !== undefined && j.headers !== null) {
+    if (typeof j.headers !== 'object' || Array.isArray(j.headers)) throw bad('headers must be an object');
+    for (const [name, values] of Object.entries(j.headers)) {
+      if (!Array.isArray(values) || values.some((x) => typeof x !== 'string')) throw bad(`headers.${name} must be a list of strings`);
+      for (const value of values as string[]) rawHeaders.push(name, value);
+    }
+  }
+  const annotations = j.annotations;
+  if (annotations !== undefined && annotations !== null && (typeof annotations !== 'object' || Array.isArray(annotations))) throw bad('annotations must be an object');
+  const created = str(j.created_at, 'created_at');
+  const createdAt = created === undefined ? Date.now() : Date.parse(created);
+  if (!Number.isFinite(createdAt)) throw bad(`created_at ${created} is not a date-time`);
+  const fnId = str(j.fn_id, 'fn_id', true)!;
+  return {
+    id: str(j.id, 'id', true)!,
+    type: callType,
+    fn: Object.freeze({
+      appId: str(j.app_id, 'app_id', true)!,
+      appName: str(j.app_name, 'app_name') ?? config.FN_APP_NAME ?? '',
+      fnId,
+      fnName: str(j.fn_name, 'fn_name') ?? config.FN_FN_NAME ?? fnId,
+      image: str(j.image, 'image', true)!,
+      format: format as FnFormat,
+      memoryMB: num(j.memory, 'memory', 1, 128),
+      cpuMillis: milliCpus(j.cpus),
+      timeoutS: num(j.timeout, 'timeout', 1, 30),
+      idleTimeoutS: num(j.idle_timeout, 'idle_timeout', 1, 30),
+      tmpfsMB: num(j.tmpfs_size, 'tmpfs_size', 0, 0),
+      config: Object.freeze(config),
+      annotations: (annotations ?? {}) as Annotations,
+      syslogUrl: str(j.syslog_url, 'syslog_url') || undefined,
+    }),
+    triggerId: str(j.trigger_id, 'trigger_id') || undefined,
+    method: str(j.method, 'method') ?? 'POST',
+    url: str(j.url, 'url') ?? '',
+    headers: rawHeaders,
+    createdAt,
+  };
+}
+
+// ---- how a call ended
 
 export type CallStatus = 'success' | 'error' | 'timeout' | 'cancelled';
 
@@ -28,6 +267,28 @@ export interface CallTimings {
   readonly start_ms?: number;
 }
 
+/**
+ * How one call ended, whichever node ran it. Call records, the runner
+ * protocol's CallFinished, metrics and traces are built from it.
+ */
+export interface CallOutcome {
+  readonly id: string;
+  readonly status: CallStatus;
+  /** The HTTP status the caller got (or would have got). */
+  readonly httpStatus: number;
+  /** Why the call failed, when it did. */
+  readonly error?: string;
+  /** The failure was the function's doing (crash, timeout, bad answer), not the platform's. */
+  readonly errorUser: boolean;
+  readonly createdAt: string;
+  readonly startedAt?: string;
+  readonly completedAt: string;
+  readonly timings: CallTimings;
+  readonly stats: readonly CallStat[];
+  /** What the container wrote to stdout/stderr during the call (stderr only for formats that answer on stdout), capped. */
+  readonly log: string;
+}
+
 export interface CallRecord {
   readonly id: string;
   readonly status: CallStatus;
@@ -43,6 +304,30 @@ export interface CallRecord {
   readonly completed_at: string;
   readonly stats: readonly CallStat[];
   readonly timings: CallTimings;
+}
+
+/** A call record (Fn's Call as the calls API shows it) for `call` ending with `outcome`. */
+export function callRecord(call: Call, outcome: CallOutcome): CallRecord {
+  let path = '/';
+  try {
+    path = new URL(call.url).pathname;
+  } catch {
+    // keep '/'
+  }
+  return {
+    id: call.id,
+    status: outcome.status,
+    ...(outcome.error !== undefined ? { error: outcome.error } : {}),
+    app_id: call.fn.appId,
+    app_name: call.fn.appName,
+    fn_id: call.fn.fnId,
+    path,
+    created_at: outcome.createdAt,
+    ...(outcome.startedAt !== undefined ? { started_at: outcome.startedAt } : {}),
+    completed_at: outcome.completedAt,
+    stats: outcome.stats,
+    timings: outcome.timings,
+  };
 }
 
 /** Fn's call status for an answer's HTTP status (504 is a timeout, 499 a caller that left). */

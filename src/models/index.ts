@@ -1,6 +1,6 @@
 /**
- * models/ — the records fnts manages (App, Fn, Trigger), their validation and
- * update rules, and the error catalog with Fn's exact messages.
+ * models/ — the records fnts manages (App, Fn, Trigger), the Call that runs
+ * anywhere and its outcome, the change feed, their validation and update rules, and the error catalog with Fn's exact messages.
  */
 export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annotations.js';
 export type { Annotations } from './annotations.js';
@@ -34,5 +34,7 @@ export {
   triggerToJson,
 } from './trigger.js';
 export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';
-export { callStatus } from './call.js';
-export type { CallRecord, CallStat, CallStatus, CallTimings } from './call.js';
+export { CALL_TYPES, callFn, callFromJson, callRecord, callStatus, callToJson } from './call.js';
+export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallTimings, CallType, FnCallJson, RawHeaders } from './call.js';
+export { Changes } from './changes.js';
+export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';

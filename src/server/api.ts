@@ -22,7 +22,9 @@ import {
   triggerPatchFromJson,
   triggerToJson,
   type App,
+  type Changes,
   type Fn,
+  type ResourceChange,
   type Trigger,
 } from '../models/index.js';
 import { baseUrl, pageParams, queryString, resource } from './routing.js';
@@ -30,14 +32,9 @@ import { baseUrl, pageParams, queryString, resource } from './routing.js';
 export interface ApiDeps {
   readonly datastore: Datastore;
   readonly publicUrl: string | undefined;
-  /** Told after every successful change, so caches of fns and apps can drop stale entries. */
-  readonly onChange?: (change: ResourceChange) => void;
+  /** Told after every successful change, so caches of fns and apps can drop stale entries and containers of a changed fn retire. */
+  readonly changes?: Changes;
 }
-
-export type ResourceChange =
-  | { readonly kind: 'app'; readonly id: string; readonly name: string }
-  | { readonly kind: 'fn'; readonly id: string; readonly appId: string }
-  | { readonly kind: 'trigger'; readonly id: string; readonly appId: string };
 
 function param(req: FastifyRequest, name: string): string {
   return (req.params as Record<string, string>)[name] ?? '';
@@ -49,7 +46,7 @@ function body(req: FastifyRequest): ReturnType<typeof parseJsonObject> {
 
 export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   const ds = deps.datastore;
-  const changed = (c: ResourceChange): void => deps.onChange?.(c);
+  const changed = (c: ResourceChange): void => deps.changes?.publish(c);
 
   const fnJson = (req: FastifyRequest, fn: Fn): Record<string, unknown> =>
     fnToJson(fn, { [FN_INVOKE_ENDPOINT_ANNOTATION]: `${baseUrl(req, deps.publicUrl)}/invoke/${fn.id}` });

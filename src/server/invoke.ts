@@ -8,32 +8,24 @@
  *                                status and headers reach the caller (each
  *                                format does its mapping: agent/protocol)
  *
- * Every answer carries Fn-Call-Id. Lookups are cached (the datastore is off
- * the hot path); any change made through the API clears the cache.
+ * Every answer carries Fn-Call-Id. Calls run through an Invoker; fns and
+ * triggers are found through the lookup cache (lookup.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { functionSpec, type Agent, type FunctionSpec } from '../agent/index.js';
-import { sameName } from '../agent/protocol/http1.js';
-import { withoutHopHeaders, type CallResponse, type RawHeaders } from '../agent/protocol/call.js';
-import type { Datastore } from '../datastore/index.js';
-import { ApiError, E, newId, routeError, type App, type Trigger } from '../models/index.js';
-import type { ResourceChange } from './api.js';
+import { sameName, withoutHopHeaders, type CallResponse, type Invoker } from '../agent/index.js';
+import { ApiError, E, newId, routeError } from '../models/index.js';
 import { toHttpError } from './errors.js';
+import type { FnLookup, Target } from './lookup.js';
 
 export interface InvokeDeps {
-  readonly agent: Agent;
-  readonly datastore: Datastore;
+  /** Runs the calls: the local agent, or (on an LB) runners. */
+  readonly invoker: Invoker;
+  readonly lookup: FnLookup;
   readonly logger: Logger;
   /** FN_MAX_REQUEST_SIZE; 0 = no limit. */
   readonly maxRequestBytes: number;
-}
-
-interface Target {
-  readonly spec: FunctionSpec;
-  readonly app: App;
-  readonly trigger?: Trigger;
 }
 
 /** Request bodies up to this size (declared by Content-Length) take the fast path: read whole with no stream. */
@@ -105,8 +97,6 @@ function looksLikeJson(body: Buffer): boolean {
 }
 
 export class InvokeHandler {
-  private readonly fns = new Map<string, Promise<Target>>();
-  private readonly triggers = new Map<string, Promise<Target>>();
   private readonly log: Logger;
 
   constructor(private readonly deps: InvokeDeps) {
@@ -116,54 +106,6 @@ export class InvokeHandler {
   /** True for the paths this handler serves. */
   static matches(url: string): boolean {
     return url.startsWith('/invoke/') || url.startsWith('/t/');
-  }
-
-  /** Forgets cached lookups and retires containers of what changed. */
-  changed(change: ResourceChange): void {
-    this.fns.clear();
-    this.triggers.clear();
-    this.ready.clear();
-    if (change.kind === 'fn') this.deps.agent.retireFunction({ fnId: change.id });
-    if (change.kind === 'app') this.deps.agent.retireFunction({ appId: change.id });
-  }
-
-  /** Lookups that have resolved, readable without awaiting a promise (the common case). */
-  private readonly ready = new Map<string, Target>();
-
-  private cached(cache: Map<string, Promise<Target>>, key: string, load: () => Promise<Target>): Promise<Target> {
-    let hit = cache.get(key);
-    if (!hit) {
-      const loading = load();
-      hit = loading;
-      cache.set(key, loading);
-      loading.then(
-        (t) => {
-          if (cache.get(key) === loading) this.ready.set(key, t);
-        },
-        // Misses are not cached: a fn created a moment later must be found.
-        () => {
-          if (cache.get(key) === loading) cache.delete(key);
-        },
-      );
-    }
-    return hit;
-  }
-
-  private fnTarget(fnId: string): Promise<Target> {
-    return this.cached(this.fns, fnId, async () => {
-      const fn = await this.deps.datastore.getFnById(fnId);
-      const app = await this.deps.datastore.getAppById(fn.app_id);
-      return { spec: functionSpec(app, fn), app };
-    });
-  }
-
-  private triggerTarget(appName: string, source: string): Promise<Target> {
-    return this.cached(this.triggers, `${appName}\0${source}`, async () => {
-      const app = await this.deps.datastore.getAppByName(appName);
-      const trigger = await this.deps.datastore.getTriggerBySource(app.id, 'http', source);
-      const fn = await this.deps.datastore.getFnById(trigger.fn_id);
-      return { spec: functionSpec(app, fn), app, trigger };
-    });
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -186,32 +128,38 @@ export class InvokeHandler {
     // The request's framing, from rawHeaders: req.headers would build an object per call.
     const framing = requestFraming(req.rawHeaders);
 
-    let target: Target;
+    let target: Target | Promise<Target>;
     if (path.startsWith('/invoke/')) {
       const fnId = path.slice('/invoke/'.length);
       if (fnId === '' || fnId.includes('/')) throw routeError(E.PathNotFound, req.method ?? 'GET', rawPath);
       if (req.method !== 'POST') throw routeError(E.MethodNotAllowed, req.method ?? 'GET', rawPath);
-      target = this.ready.get(fnId) ?? (await this.fnTarget(fnId));
+      target = this.deps.lookup.byFn(fnId);
     } else {
       const rest = path.slice('/t/'.length);
       const slash = rest.indexOf('/');
       const appName = slash < 0 ? rest : rest.slice(0, slash);
       const source = slash < 0 ? '/' : rest.slice(slash);
       if (appName === '') throw routeError(E.PathNotFound, req.method ?? 'GET', rawPath);
-      target = this.ready.get(`${appName}\0${source}`) ?? (await this.triggerTarget(appName, source));
+      target = this.deps.lookup.byTrigger(appName, source);
     }
+    const { fn, triggerId } = target instanceof Promise ? await target : target;
 
     const { body, length } = await this.requestBody(req, framing);
     const tls = (req.socket as { encrypted?: boolean }).encrypted;
-    const call = this.deps.agent.invoke(target.spec, {
-      id: callId,
-      trigger: target.trigger !== undefined,
-      method: req.method ?? 'GET',
-      url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
-      headers: withoutHopHeaders(req.rawHeaders, 'content-length'),
+    const call = this.deps.invoker.invoke(
+      {
+        id: callId,
+        type: 'sync',
+        fn,
+        triggerId,
+        method: req.method ?? 'GET',
+        url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
+        headers: withoutHopHeaders(req.rawHeaders, 'content-length'),
+        createdAt: Date.now(),
+      },
       body,
-      bodyLength: length,
-    });
+      length,
+    );
     // A caller that hangs up cancels its call.
     res.once('close', () => {
       if (!res.writableFinished) call.cancel();

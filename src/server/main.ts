@@ -1,15 +1,17 @@
 /**
  * Production wiring of a server process: the one place that builds the real
- * datastore, agent, driver, logger and HTTP server for a role, starts
- * listening and shuts everything down in order.
+ * datastore, agent, driver, logger and HTTP server, one wiring per role
+ * (ROLES), starts listening and shuts everything down in order.
  */
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
-import { Agent, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance } from '../agent/index.js';
-import type { Config } from '../config/index.js';
+import { Agent, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
+import type { Config, NodeType } from '../config/index.js';
 import { openSqlDatastore, type Datastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
+import { Changes } from '../models/index.js';
 import { InvokeHandler } from './invoke.js';
+import { FnLookup } from './lookup.js';
 import { buildServer } from './server.js';
 
 export interface RunningServer {
@@ -33,7 +35,8 @@ export function createLogger(config: Config): Logger {
   return pino({ level: config.logLevel, base: { svc: 'fnts' } });
 }
 
-function createAgent(config: Config, logger: Logger): Agent {
+/** The local agent with its Docker driver and resource tracker, as a full node (and later a pure runner) runs it. */
+function createAgent(config: Config, logger: Logger, changes: Changes): Agent {
   const a = config.agent;
   const capacity = computeCapacity(readHost(), a.maxTotalMemoryBytes, a.maxTotalCpuMillis);
   logger.info({ memoryMB: Math.floor(capacity.memoryBytes / MB), cpuMillis: capacity.cpuMillis }, 'capacity for functions');
@@ -45,47 +48,52 @@ function createAgent(config: Config, logger: Logger): Agent {
     unprivileged: a.unprivileged,
     networks: a.dockerNetworks,
   });
-  return new Agent({
-    driver,
-    resources: new MemoryCpuTracker(capacity),
-    logger,
-    config: {
-      freezeIdleMs: a.freezeIdleMs,
-      ejectIdleMs: a.ejectIdleMs,
-      hotPollMs: a.hotPollMs,
-      hotStartTimeoutMs: a.hotStartTimeoutMs,
-      maxResponseBytes: a.maxResponseBytes,
-      iofsRoot: a.iofsPath,
-      owner: a.owner,
-      instance: selfInstance(),
-      containerTag: a.containerTag,
-      nonBlockingResources: a.nonBlockingResources,
-      launchPolicy: a.launchPolicy,
-      statsIntervalMs: a.statsIntervalMs,
-    },
-  });
+  return new Agent({ driver, resources: new MemoryCpuTracker(capacity), logger, changes, config: { ...a, instance: selfInstance() } });
 }
+
+/** What a role runs besides the API: the invoke endpoints and what serves them, if any. */
+interface RoleParts {
+  readonly invoke?: InvokeHandler;
+  /** Cuts calls in flight (abort) and releases everything (close). */
+  readonly invoker?: Invoker;
+  readonly agent?: Agent;
+}
+
+type Wiring = (config: Config, logger: Logger, datastore: Datastore, changes: Changes) => Promise<RoleParts>;
+
+/**
+ * One wiring per role (FN_NODE_TYPE). `full`: the API and the local agent
+ * behind the invoke endpoints. `api`: the API only. (`lb`, `pure-runner`
+ * and `poolmanager` join here as they arrive.)
+ */
+const ROLES: Record<NodeType, Wiring> = {
+  async full(config, logger, datastore, changes) {
+    const agent = createAgent(config, logger, changes);
+    try {
+      await agent.start();
+    } catch (err) {
+      logger.warn({ err }, 'the Docker engine does not answer: the API works, but calls fail until it does (start dockerd, or set DOCKER_HOST)');
+    }
+    const invoke = new InvokeHandler({ invoker: agent, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
+    return { invoke, invoker: agent, agent };
+  },
+  async api() {
+    return {};
+  },
+};
 
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
   const datastore: Datastore = await openSqlDatastore(config.dbUrl);
-  let agent: Agent | undefined;
+  const changes = new Changes(logger);
+  let parts: RoleParts = {};
   let app;
   try {
-    let invoke: InvokeHandler | undefined;
-    if (config.nodeType === 'full') {
-      agent = createAgent(config, logger);
-      try {
-        await agent.start();
-      } catch (err) {
-        logger.warn({ err }, 'the Docker engine does not answer: the API works, but calls fail until it does (start dockerd, or set DOCKER_HOST)');
-      }
-      invoke = new InvokeHandler({ agent, datastore, logger, maxRequestBytes: config.agent.maxRequestBytes });
-    }
-    app = await buildServer({ config, datastore, logger, ...(invoke ? { invoke } : {}) });
+    parts = await ROLES[config.nodeType](config, logger, datastore, changes);
+    app = await buildServer({ config, datastore, logger, changes, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();
-    await agent?.close();
+    await parts.invoker?.close();
     await datastore.close();
     throw err;
   }
@@ -97,9 +105,9 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   return {
     port,
     logger,
-    agent,
+    agent: parts.agent,
     abort() {
-      agent?.abort();
+      parts.invoker?.abort();
     },
     close() {
       closing ??= (async () => {
@@ -111,7 +119,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         } finally {
           clearInterval(sweep);
         }
-        await agent?.close();
+        await parts.invoker?.close();
         await datastore.close();
         logger.info('fnts stopped');
       })();

@@ -8,8 +8,8 @@ import { createRequire } from 'node:module';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Config } from '../config/index.js';
 import type { Datastore } from '../datastore/index.js';
-import { E, routeError } from '../models/index.js';
-import { registerApi, type ResourceChange } from './api.js';
+import { E, routeError, type Changes } from '../models/index.js';
+import { registerApi } from './api.js';
 import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
 import { InvokeHandler } from './invoke.js';
 import { isResourcePath, pathOf, resource } from './routing.js';
@@ -21,7 +21,8 @@ export interface ServerDeps {
   readonly config: Config;
   readonly datastore: Datastore;
   readonly logger: FastifyBaseLogger;
-  readonly onChange?: (change: ResourceChange) => void;
+  /** Where the API tells its changes (the lookup cache and the agent listen). */
+  readonly changes?: Changes;
   /** Serves /invoke and /t when this role runs functions. */
   readonly invoke?: InvokeHandler;
 }
@@ -141,10 +142,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   registerApi(app, {
     datastore: deps.datastore,
     publicUrl: config.publicUrl,
-    onChange: (change) => {
-      invoke?.changed(change);
-      deps.onChange?.(change);
-    },
+    ...(deps.changes ? { changes: deps.changes } : {}),
   });
 
   await app.ready();

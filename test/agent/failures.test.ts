@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CallOutcome } from '../../src/agent/index.js';
+import { callRecord, type CallRecord } from '../../src/models/index.js';
 import { formatImages, probeImage } from '../support/functions.js';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startFnts } from '../support/process.js';
@@ -154,10 +154,10 @@ describe('fail-fast mode (FN_ENABLE_NB_RESOURCE_TRACKER)', () => {
 
 describe('per-call statistics', () => {
   let s: TestServer;
-  const outcomes = new Map<string, CallOutcome>();
+  const outcomes = new Map<string, CallRecord>();
   beforeAll(async () => {
     s = await startTestServer({ FNTS_STATS_INTERVAL_MSECS: '200' });
-    s.server.agent!.addListener({ onCallEnd: (call, outcome) => outcomes.set(call.id, outcome) });
+    s.server.agent!.addListener({ onCallEnd: (call, outcome) => outcomes.set(call.id, callRecord(call, outcome)) });
   });
   afterAll(async () => {
     await s?.close();
@@ -168,7 +168,7 @@ describe('per-call statistics', () => {
     const fn = await s.fn(app, probe, { memory: 96 });
     // The engine publishes a container's stats once a second: a 3.2 s call gets two or three.
     const first = await s.invoke(fn.id, { sleep: 3200 });
-    const rec = outcomes.get(first.headers.get('fn-call-id')!)!.record;
+    const rec = outcomes.get(first.headers.get('fn-call-id')!)!;
     expect(rec).toMatchObject({ id: first.headers.get('fn-call-id'), status: 'success', app_id: app.id, fn_id: fn.id, path: `/invoke/${fn.id}` });
     expect(rec.stats.length).toBeGreaterThanOrEqual(2);
     expect(rec.stats.length).toBeLessThanOrEqual(4);
@@ -184,7 +184,7 @@ describe('per-call statistics', () => {
     expect(rec.timings.wait_ms).toBeGreaterThanOrEqual(rec.timings.start_ms!);
 
     const second = await s.invoke(fn.id, {});
-    const rec2 = outcomes.get(second.headers.get('fn-call-id')!)!.record;
+    const rec2 = outcomes.get(second.headers.get('fn-call-id')!)!;
     expect(rec2.timings.start_ms).toBeUndefined();
     expect(rec2.stats).toEqual([]);
   });
@@ -193,7 +193,7 @@ describe('per-call statistics', () => {
     const app = await s.app();
     const fn = await s.fn(app, probe, { timeout: 1 });
     const res = await s.invoke(fn.id, { sleep: 2000 });
-    const rec = outcomes.get(res.headers.get('fn-call-id')!)!.record;
+    const rec = outcomes.get(res.headers.get('fn-call-id')!)!;
     expect(rec).toMatchObject({ status: 'timeout', error: 'Timed out' });
   });
 });

@@ -10,6 +10,8 @@
  *   {"status": 201, "headers": {"X-A": "1"}, "contentType": "text/plain"}
  *                            answer through the HTTP gateway (triggers)
  *   {"write": "/path"}       try to write a file, report whether it worked
+ *   {"log": "text", "logBytes": n}
+ *                            write "text" as a line to stdout and stderr, then n bytes to stderr
  * and always reports what it saw: container hostname, uid, the FN_* and
  * config environment, the request headers, the gateway's method/URL/headers,
  * the call id and the body. The config variable MODE changes how it starts:
@@ -34,6 +36,8 @@ if (process.env.MODE === 'never-ready') {
 function serve() {
   fdk.handle(async function (input, ctx) {
     const cmd = input && typeof input === 'object' ? input : {};
+    if (cmd.log) { process.stdout.write(cmd.log + ' (stdout)\\n'); process.stderr.write(cmd.log + ' (stderr)\\n'); }
+    if (cmd.logBytes) process.stderr.write('y'.repeat(cmd.logBytes));
     if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
     if (cmd.exit !== undefined) process.exit(cmd.exit);
     if (cmd.alloc) { const keep = []; for (let i = 0; i < cmd.alloc; i++) keep.push(Buffer.alloc(1 << 20, 1)); }

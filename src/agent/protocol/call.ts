@@ -1,25 +1,18 @@
 /**
- * What travels between the server and a function, whatever the format: the
- * call as the caller made it, the answer meant for the caller, and the
- * header helpers every format shares.
+ * What travels between the agent and a function, whatever the format: the
+ * call as the caller made it, the answer meant for the caller.
  */
 import type { Readable } from 'node:stream';
-import type { RawHeaders } from './http1.js';
+import type { Call } from '../../models/index.js';
+import type { RawHeaders } from './headers.js';
 
-export type { RawHeaders } from './http1.js';
+/** A call's request body: none, read whole, or a stream. */
+export type CallBody = Readable | Buffer | null;
 
+/** A call and its body, as a format sends it to the function. */
 export interface CallRequest {
-  readonly id: string;
-  /** The call came through an HTTP trigger (formats map its HTTP details for the function). */
-  readonly trigger: boolean;
-  /** The caller's method. */
-  readonly method: string;
-  /** The full URL the caller used. */
-  readonly url: string;
-  /** The caller's headers, hop-by-hop ones and Content-Length removed. */
-  readonly headers: RawHeaders;
-  /** null for no body; a Buffer when already read; else streamed. */
-  readonly body: Readable | Buffer | null;
+  readonly call: Call;
+  readonly body: CallBody;
   /** The streamed body's length when the caller declared it. */
   readonly bodyLength?: number | undefined;
 }
@@ -39,8 +32,13 @@ export interface CallResponse {
 
 export interface ExchangeOptions {
   readonly deadline: Date;
-  /** FN_MAX_RESPONSE_SIZE; 0 = no limit. */
-  readonly maxResponseBytes: number;
+  /** The most bytes an answer may have (responseLimit()); Infinity = no limit. */
+  readonly responseLimit: number;
+}
+
+/** FN_MAX_RESPONSE_SIZE as the one limit every format and the cold path apply: 0 means no limit. */
+export function responseLimit(maxResponseBytes: number): number {
+  return maxResponseBytes > 0 ? maxResponseBytes : Infinity;
 }
 
 /**
@@ -53,51 +51,6 @@ export interface ExchangeOptions {
 export interface Exchange {
   readonly response: Promise<CallResponse>;
   cancel(reason: unknown): void;
-}
-
-/** Headers that describe one connection hop and must not be forwarded (RFC 9110 7.6.1). */
-const HOP_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
-const HOP_LENGTHS = new Set([...HOP_HEADERS].map((h) => h.length));
-
-/**
- * Drops hop-by-hop headers (and those the Connection header names) from raw
- * headers, and `also` when given. Runs twice per call: names are lower-cased
- * only when their length matches a hop header's.
- */
-export function withoutHopHeaders(raw: RawHeaders, also = ''): RawHeaders {
-  const out: RawHeaders = [];
-  let listed: string[] | undefined;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i]!;
-    const n = name.length;
-    if (HOP_LENGTHS.has(n) || n === also.length) {
-      const lower = name.toLowerCase();
-      if (lower === 'connection') listed = raw[i + 1]!.toLowerCase().split(',').map((x) => x.trim());
-      if (HOP_HEADERS.has(lower) || lower === also) continue;
-    }
-    out.push(name, raw[i + 1]!);
-  }
-  if (listed === undefined) return out;
-  // Headers the Connection header names are hop-by-hop too.
-  const named = listed;
-  const kept: RawHeaders = [];
-  for (let i = 0; i < out.length; i += 2) if (!named.includes(out[i]!.toLowerCase())) kept.push(out[i]!, out[i + 1]!);
-  return kept;
-}
-
-/** Go's canonical header form ("x-my-header" -> "X-My-Header"), as Fn and the FDKs write header names. */
-export function canonical(name: string): string {
-  return name.toLowerCase().replace(/(^|-)([a-z])/g, (_m, sep: string, c: string) => sep + c.toUpperCase());
-}
-
-/** Raw headers as a map of canonical names to value lists (the JSON formats' `headers`). */
-export function headerLists(raw: RawHeaders): Record<string, string[]> {
-  const out: Record<string, string[]> = {};
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = canonical(raw[i]!);
-    (out[name] ??= []).push(raw[i + 1]!);
-  }
-  return out;
 }
 
 let rfcSecond = NaN;

@@ -11,17 +11,18 @@
  * trigger, only Fn-Http-H-X (as X) and Content-Type pass, and Fn-Http-Status
  * sets the status unless the function itself failed (>= 400).
  */
-import { bodyFraming, canonical, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
-import { httpExchange, requestHead, sameName, type ContainerConnection, type RawHeaders } from './http1.js';
+import { bodyFraming, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
+import { canonical, sameName, type RawHeaders } from './headers.js';
+import { httpExchange, requestHead, type ContainerConnection } from './http1.js';
 
 function triggerRequestHeaders(req: CallRequest): RawHeaders {
   const out: RawHeaders = [];
-  const h = req.headers;
+  const h = req.call.headers;
   for (let i = 0; i + 1 < h.length; i += 2) {
     const name = h[i]!;
     out.push(sameName(name, 'content-type') ? 'Content-Type' : `Fn-Http-H-${canonical(name)}`, h[i + 1]!);
   }
-  out.push('Fn-Http-Method', req.method, 'Fn-Http-Request-Url', req.url, 'Fn-Intent', 'httprequest');
+  out.push('Fn-Http-Method', req.call.method, 'Fn-Http-Request-Url', req.call.url, 'Fn-Intent', 'httprequest');
   return out;
 }
 
@@ -44,9 +45,9 @@ function triggerAnswer(status: number, headers: RawHeaders): { status: number; h
 
 /** One call over the FDK socket. */
 export function httpStreamExchange(conn: ContainerConnection, req: CallRequest, opts: ExchangeOptions): Exchange {
-  const headers = (req.trigger ? triggerRequestHeaders(req) : req.headers).concat('Fn-Call-Id', req.id, 'Fn-Deadline', rfc3339(opts.deadline));
-  const x = httpExchange(conn, requestHead('POST', '/call', headers, bodyFraming(req)), req.body, opts.maxResponseBytes);
-  const response: Promise<CallResponse> = req.trigger
+  const headers = (req.call.triggerId !== undefined ? triggerRequestHeaders(req) : req.call.headers).concat('Fn-Call-Id', req.call.id, 'Fn-Deadline', rfc3339(opts.deadline));
+  const x = httpExchange(conn, requestHead('POST', '/call', headers, bodyFraming(req)), req.body, opts.responseLimit);
+  const response: Promise<CallResponse> = req.call.triggerId !== undefined
     ? x.response.then((a) => ({ ...triggerAnswer(a.status, a.headers), body: a.body }))
     : x.response;
   return { response, cancel: x.cancel };

@@ -13,22 +13,13 @@
 import { connect, type Socket } from 'node:net';
 import { Readable, type Duplex } from 'node:stream';
 import { ApiError, E, FunctionError } from '../../models/index.js';
-import { withoutHopHeaders } from './call.js';
+import { isFraming, sameName, withoutHopHeaders, type RawHeaders } from './headers.js';
 
-/**
- * Headers as alternating names and values, names as sent (the layout of
- * Node's rawHeaders): no object to build per call, repeats kept in order.
- */
-export type RawHeaders = string[];
+export type { RawHeaders } from './headers.js';
 
 export interface ResponseHead {
   readonly status: number;
   readonly headers: RawHeaders;
-}
-
-/** Lower-cases ASCII only when needed (most names compared here are short). */
-export function sameName(name: string, lower: string): boolean {
-  return name.length === lower.length && (name === lower || name.toLowerCase() === lower);
 }
 
 /** Receives one response: its head, then body chunks, then the end (or an error). */
@@ -236,16 +227,13 @@ export class ResponseParser {
   }
 }
 
-/** Names that must not be sent on: they describe our hop, which we frame ourselves. */
-const FRAMING = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'expect']);
-
 /** Serialises a request head. Names or values with CR or LF are dropped (no header injection). */
 export function requestHead(method: string, target: string, headers: RawHeaders, bodyLength: number | 'chunked', host = 'localhost'): string {
   let head = `${method} ${target} HTTP/1.1\r\nHost: ${host}\r\n`;
   for (let i = 0; i + 1 < headers.length; i += 2) {
     const name = headers[i]!;
     const value = headers[i + 1]!;
-    if (FRAMING.has(name.toLowerCase()) || /[\r\n:]/.test(name) || /[\r\n]/.test(value)) continue;
+    if (isFraming(name.toLowerCase()) || /[\r\n:]/.test(name) || /[\r\n]/.test(value)) continue;
     head += `${name}: ${value}\r\n`;
   }
   head += bodyLength === 'chunked' ? 'Transfer-Encoding: chunked\r\n\r\n' : `Content-Length: ${bodyLength}\r\n\r\n`;
@@ -389,15 +377,15 @@ export interface HttpAnswer {
  * FunctionError `FunctionResponseTooBig` for an oversized body,
  * `FunctionResponse` when the container does not answer properly, or the
  * reason given to cancel(). A body over the buffering limit is streamed; a
- * stream that outgrows `maxResponseBytes` is cut.
+ * stream that outgrows `limit` (Infinity: none) is cut.
  */
 export function httpExchange(
   conn: ContainerConnection,
   head: string,
   body: Buffer | Readable | null,
-  maxResponseBytes: number,
+  limit: number,
 ): { response: Promise<HttpAnswer>; cancel(reason: unknown): void } {
-  const max = maxResponseBytes > 0 ? maxResponseBytes : Infinity;
+  const max = limit;
   const bufferLimit = Math.min(max, STREAM_AFTER_BYTES);
   let cancel: (reason: unknown) => void = () => undefined;
   const response = new Promise<HttpAnswer>((resolve, reject) => {

@@ -20,8 +20,9 @@
  */
 import { Duplex, type Readable, type Writable } from 'node:stream';
 import { E, FunctionError } from '../../models/index.js';
-import { bodyFraming, headerLists, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
-import { ContainerConnection, httpExchange, requestHead, type RawHeaders } from './http1.js';
+import { bodyFraming, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
+import { headerLists, type RawHeaders } from './headers.js';
+import { ContainerConnection, httpExchange, requestHead } from './http1.js';
 
 /** stdin and stdout of a container as one duplex stream, for HTTP framing. */
 class StdioDuplex extends Duplex {
@@ -57,9 +58,9 @@ export function stdioConnection(stdin: Writable, stdout: Readable): ContainerCon
 
 /** The `http` format: the caller's request, with Fn's extra headers, as HTTP/1.1 on stdin. */
 export function stdioHttpExchange(conn: ContainerConnection, req: CallRequest, opts: ExchangeOptions): Exchange {
-  const url = new URL(req.url);
-  const headers = req.headers.concat('Fn_deadline', rfc3339(opts.deadline), 'Fn_request_url', req.url, 'Fn_call_id', req.id, 'Fn_method', req.method);
-  const x = httpExchange(conn, requestHead(req.method, url.pathname + url.search, headers, bodyFraming(req), url.host), req.body, opts.maxResponseBytes);
+  const url = new URL(req.call.url);
+  const headers = req.call.headers.concat('Fn_deadline', rfc3339(opts.deadline), 'Fn_request_url', req.call.url, 'Fn_call_id', req.call.id, 'Fn_method', req.call.method);
+  const x = httpExchange(conn, requestHead(req.call.method, url.pathname + url.search, headers, bodyFraming(req), url.host), req.body, opts.responseLimit);
   return { response: x.response, cancel: x.cancel };
 }
 
@@ -170,11 +171,11 @@ export class JsonChannel {
   }
 
   /** Writes one object and resolves with the next object the function writes. */
-  request(message: unknown, maxResponseBytes: number): Promise<unknown> {
+  request(message: unknown, limit: number): Promise<unknown> {
     if (this.broken) return Promise.reject(this.broken);
     if (this.waiting) return Promise.reject(new FunctionError(E.FunctionResponse, { message: 'a call is already in progress' }));
     return new Promise((resolve, reject) => {
-      this.waiting = { resolve, reject, max: maxResponseBytes > 0 ? maxResponseBytes : 64 * 1024 * 1024 };
+      this.waiting = { resolve, reject, max: limit };
       this.stdin.write(`${JSON.stringify(message)}\n`);
     });
   }
@@ -221,7 +222,7 @@ function answerFrom(body: unknown, contentType: unknown, protocol: ProtocolOut |
 function jsonFormatExchange(channel: JsonChannel, req: CallRequest, opts: ExchangeOptions, build: (body: string) => unknown, read: (answer: unknown) => CallResponse): Exchange {
   const response = (async () => {
     const body = await bodyText(req);
-    const answer = await channel.request(build(body), opts.maxResponseBytes);
+    const answer = await channel.request(build(body), opts.responseLimit);
     if (typeof answer !== 'object' || answer === null) throw new FunctionError(E.FunctionInvalidResponse);
     return read(answer);
   })();
@@ -229,7 +230,7 @@ function jsonFormatExchange(channel: JsonChannel, req: CallRequest, opts: Exchan
 }
 
 function protocolIn(req: CallRequest): Record<string, unknown> {
-  return { type: 'http', method: req.method, request_url: req.url, headers: headerLists(req.headers) };
+  return { type: 'http', method: req.call.method, request_url: req.call.url, headers: headerLists(req.call.headers) };
 }
 
 /** The `json` format. */
@@ -238,7 +239,7 @@ export function jsonExchange(channel: JsonChannel, req: CallRequest, opts: Excha
     channel,
     req,
     opts,
-    (body) => ({ call_id: req.id, content_type: contentTypeOf(req.headers), deadline: rfc3339(opts.deadline), body, protocol: protocolIn(req) }),
+    (body) => ({ call_id: req.call.id, content_type: contentTypeOf(req.call.headers), deadline: rfc3339(opts.deadline), body, protocol: protocolIn(req) }),
     (answer) => {
       const a = answer as { body?: unknown; content_type?: unknown; protocol?: ProtocolOut };
       return answerFrom(a.body, a.content_type, a.protocol);
@@ -253,7 +254,7 @@ export function cloudEventExchange(channel: JsonChannel, req: CallRequest, opts:
     req,
     opts,
     (body) => {
-      const contentType = contentTypeOf(req.headers);
+      const contentType = contentTypeOf(req.call.headers);
       let data: unknown = body;
       if (/json/i.test(contentType) && body !== '') {
         try {
@@ -264,8 +265,8 @@ export function cloudEventExchange(channel: JsonChannel, req: CallRequest, opts:
       }
       return {
         cloudEventsVersion: '0.1',
-        eventID: req.id,
-        source: req.url,
+        eventID: req.call.id,
+        source: req.call.url,
         eventType: 'io.fnproject.httprequest',
         eventTime: new Date().toISOString(),
         contentType,

@@ -1,0 +1,100 @@
+/**
+ * The evictor: when a container launch waits for memory or CPU, idle
+ * containers of other functions make room (Fn's api/agent/evictor.go).
+ *
+ * It frees enough for the longest-waiting request in one pass: the least
+ * recently used containers idle at least FN_EJECT_IDLE_MSECS, until what
+ * they hold covers the shortfall. A container whose own queue is waiting
+ * to launch is spared (evicting it would only make that queue wait). When
+ * nothing is eligible yet, it looks again when the next container becomes
+ * eligible.
+ */
+import type { Logger } from 'pino';
+import type { Clock, Timer } from './clock.js';
+import type { HotContainer } from './hot.js';
+import type { ResourceTracker } from './resource.js';
+
+export interface EvictorOptions {
+  readonly resources: ResourceTracker;
+  readonly clock: Clock;
+  /** FN_EJECT_IDLE_MSECS: how long a container must have been idle to be evicted. */
+  readonly ejectIdleMs: number;
+  readonly log: Logger;
+  /** The idle containers that may be evicted now: not waiting to launch in their own queue. */
+  candidates(): Iterable<HotContainer>;
+  /** Takes `c` out of its queue; false when it was not idle there any more. */
+  take(c: HotContainer): boolean;
+}
+
+export class Evictor {
+  private timer: Timer | undefined;
+  private running = false;
+  private stopped = false;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly o: EvictorOptions) {
+    this.unsubscribe = o.resources.onWaiter(() => this.schedule(0));
+  }
+
+  /** Looks again after `delayMs` of the clock's time; at once (next turn of the event loop) for 0. */
+  private schedule(delayMs: number): void {
+    if (this.timer || this.stopped) return;
+    const run = (): void => {
+      this.timer = undefined;
+      this.evict().catch((err: unknown) => this.o.log.error({ err }, 'eviction failed'));
+    };
+    if (delayMs > 0) {
+      this.timer = this.o.clock.setTimeout(run, delayMs);
+      return;
+    }
+    const soon = setImmediate(run);
+    this.timer = { clear: () => clearImmediate(soon) };
+  }
+
+  /** Evicts enough idle containers for the longest-waiting request, then looks again while requests wait. */
+  async evict(): Promise<void> {
+    if (this.running || this.stopped) return;
+    const need = this.o.resources.shortfall();
+    if (!need) return;
+    this.running = true;
+    try {
+      const now = this.o.clock.now();
+      const { ejectIdleMs } = this.o;
+      let soonest = Infinity;
+      let memory = 0;
+      let cpu = 0;
+      const doomed: HotContainer[] = [];
+      const idle = [...this.o.candidates()].sort((a, b) => a.idleSince - b.idleSince);
+      for (const c of idle) {
+        if (memory >= need.memoryBytes && cpu >= need.cpuMillis) break;
+        const eligibleAt = c.idleSince + ejectIdleMs;
+        if (eligibleAt > now) {
+          soonest = Math.min(soonest, eligibleAt);
+          continue;
+        }
+        if (!this.o.take(c)) continue;
+        doomed.push(c);
+        memory += c.spec.memoryMB * 1024 * 1024;
+        cpu += c.spec.cpuMillis;
+      }
+      if (doomed.length > 0) {
+        this.o.log.info({ containers: doomed.map((c) => ({ fn: c.spec.fnId, container: c.id })) }, 'evicting idle containers: another function waits for memory');
+        // Each frees its memory when it is gone, which grants the waiting request.
+        await Promise.all(doomed.map((c) => c.retire('evicted', 'evicted for another function')));
+      }
+      if (this.o.resources.waiterCount > 0) {
+        const next = doomed.length > 0 ? 0 : Number.isFinite(soonest) ? Math.max(0, soonest - this.o.clock.now()) : ejectIdleMs;
+        this.schedule(next);
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  close(): void {
+    this.stopped = true;
+    this.timer?.clear();
+    this.timer = undefined;
+    this.unsubscribe();
+  }
+}

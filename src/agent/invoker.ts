@@ -1,0 +1,47 @@
+/**
+ * The one interface the invoke path depends on. The local agent implements
+ * it (full and pure-runner nodes); the LB's agent implements it by placing
+ * the call on a runner. The server never knows which it holds.
+ */
+import type { Call, CallOutcome } from '../models/index.js';
+import type { CallBody, CallResponse } from './protocol/call.js';
+
+/** A call started with Invoker.invoke(). */
+export interface RunningCall {
+  /**
+   * The function's answer. A streamed body holds the call's container until
+   * it is consumed or destroyed. Rejects with the error the caller should
+   * get (an ApiError with Fn's status and message).
+   */
+  readonly response: Promise<CallResponse>;
+  /**
+   * How the call ended: status, error (and whether the function caused it),
+   * timings, stats, log. Resolves once the call is over (its answer sent or
+   * abandoned); never rejects. Reading it makes the invoker keep the call's
+   * log and sample its container: ask only when it will be used.
+   */
+  readonly outcome: Promise<CallOutcome>;
+  /**
+   * Cancels the call (default reason: ClientCancelled): its response rejects
+   * with the reason. A caller that leaves cancels softly (a function already
+   * working on the call may finish it and keep its container); the reason
+   * ServiceUnavailable (a stopping server) cuts it at once.
+   */
+  cancel(reason?: unknown): void;
+}
+
+export interface Invoker {
+  /**
+   * Starts `call` with its request body `body` (`bodyLength`: a streamed
+   * body's declared length). Never throws: a call refused at once has a
+   * rejected response.
+   */
+  invoke(call: Call, body: CallBody, bodyLength?: number): RunningCall;
+  /**
+   * Cuts every call in progress now (they answer 503 Service is shutting
+   * down), so that close() completes without waiting for functions.
+   */
+  abort(): void;
+  /** Refuses new calls, lets running ones finish, releases everything. Idempotent. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,306 @@
+/**
+ * The hot containers of one slot key (seed 001): its slot queue, the spec
+ * its containers are made from, the launches in progress and their
+ * resource reservations, and the poll that re-checks the launch decision
+ * while calls wait.
+ *
+ *              ┌────────── offer (free again) ◀──────────┐
+ *   launch ──▶ idle stack (LIFO) ──acquire──▶ busy (a call) ┘
+ *      ▲            │ idle timeout, evicted, fn changed
+ *      │            ▼
+ *   waiters    retired (removed, token released)
+ *
+ * A call waits here until the slot deadline; while it waits, the launch
+ * decision (needsContainer) may start containers for the queue.
+ */
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { ContainerStartError, DriverError, ImageError, type Driver } from '../drivers/index.js';
+import { ApiError, E, FunctionError, newId } from '../models/index.js';
+import type { AgentConfig } from './agent.js';
+import type { Clock, Timer } from './clock.js';
+import { HotContainer, type RetireReason } from './hot.js';
+import { ContainerOutput } from './logs.js';
+import { ResourceUnavailableError, type ResourceToken, type ResourceTracker } from './resource.js';
+import { needsContainer, seedNeedsContainer, SlotQueue } from './slots.js';
+import type { FunctionSpec } from './spec.js';
+
+const RETRY_AFTER_SECONDS = '15';
+
+export function serverBusy(): ApiError {
+  return new ApiError(E.CallTimeoutServerBusy, { headers: { 'Retry-After': RETRY_AFTER_SECONDS } });
+}
+
+export function shuttingDown(): ApiError {
+  return new ApiError(E.ServiceUnavailable);
+}
+
+/** Why a container could not be started, as the waiting calls are told. */
+export function launchError(err: unknown): unknown {
+  if (err instanceof ApiError) return err;
+  if (err instanceof ResourceUnavailableError) return new ApiError(E.CallResourceTooBig, { cause: err });
+  if (err instanceof ImageError) {
+    return err.timedOut
+      ? new ApiError(E.DockerPullTimeout, { message: err.message, cause: err })
+      : new ApiError(E.ImageUnavailable, { message: err.message, cause: err });
+  }
+  if (err instanceof ContainerStartError) {
+    return new FunctionError(E.ContainerInitFail, { message: `${E.ContainerInitFail.message} (${err.message})`, cause: err });
+  }
+  if (err instanceof DriverError) return new ApiError(E.ContainerEngine, { message: err.message, cause: err });
+  return err;
+}
+
+/** What a pool uses of its agent. */
+export interface PoolHost {
+  readonly driver: Driver;
+  readonly resources: ResourceTracker;
+  readonly config: AgentConfig;
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** The server's logger, for containers' output at debug level. */
+  readonly logger: Logger;
+  /** Aborted when the agent stops: launches end at once. */
+  readonly stopping: AbortSignal;
+  /** Aborted when the agent cuts every call (abort()): calls still running end at once. */
+  readonly cutting: AbortSignal;
+  readonly closing: boolean;
+  /** Work the agent's close() waits for. */
+  enter(): void;
+  leave(): void;
+  labels(spec: FunctionSpec): Record<string, string>;
+  /** A container of this pool exists (in any state) / is gone. */
+  adopt(c: HotContainer): void;
+  forget(c: HotContainer): void;
+  /** A cold container exists until forgetCold(); `remove` removes it (for shutdown). */
+  adoptCold(id: string, remove: () => Promise<void> | undefined): void;
+  forgetCold(id: string): void;
+  /** The pool holds nothing any more: drop it. */
+  dropped(pool: SlotPool): void;
+}
+
+export class SlotPool {
+  readonly queue: SlotQueue<HotContainer>;
+  /** The fn changed or was deleted: containers leave service as soon as they are free and no call of the old definition waits. */
+  stale = false;
+  /** Launches still waiting for resources: aborted when nobody waits for them any more. */
+  private readonly reserving = new Set<AbortController>();
+  private poll: Timer | undefined;
+
+  constructor(
+    readonly spec: FunctionSpec,
+    private readonly host: PoolHost,
+  ) {
+    this.queue = new SlotQueue<HotContainer>(spec.key);
+  }
+
+  get key(): string {
+    return this.spec.key;
+  }
+
+  /** Aborted when the agent cuts every call. */
+  get cutting(): AbortSignal {
+    return this.host.cutting;
+  }
+
+  /** A launch of this pool waits for memory/CPU (its idle containers are spared by the evictor). */
+  get isReserving(): boolean {
+    return this.reserving.size > 0;
+  }
+
+  /**
+   * Waits for a container until `deadline` (the slot deadline), or past it
+   * while a container is being started for this call (it then gets that
+   * container or the start's error), or until `cancel` aborts.
+   * `overdue`: it waited past the slot deadline.
+   */
+  async acquire(cancel: AbortSignal, deadline: AbortSignal): Promise<{ container: HotContainer; overdue: boolean }> {
+    try {
+      const acquired = this.queue.acquire(cancel, deadline);
+      this.checkLaunch();
+      this.ensurePoll();
+      const container = await acquired;
+      return { container, overdue: deadline.aborted };
+    } finally {
+      this.trimReservations();
+    }
+  }
+
+  /** Starts containers while the launch decision says so. */
+  checkLaunch(): void {
+    const needed = this.host.config.launchPolicy === 'seed' ? seedNeedsContainer : needsContainer;
+    while (!this.host.closing && needed(this.queue.stats())) {
+      this.queue.enter('start');
+      this.launch().catch((err: unknown) => this.host.log.error({ err, fn: this.spec.fnId }, 'container launch failed unexpectedly'));
+    }
+  }
+
+  private ensurePoll(): void {
+    if (this.poll) return;
+    const tick = (): void => {
+      this.poll = undefined;
+      if (this.queue.stats().waiting === 0 || this.host.closing) return;
+      this.checkLaunch();
+      this.poll = this.host.clock.setTimeout(tick, this.host.config.hotPollMs);
+    };
+    this.poll = this.host.clock.setTimeout(tick, this.host.config.hotPollMs);
+  }
+
+  /** Aborts resource waits beyond the number of calls still waiting. */
+  private trimReservations(): void {
+    let excess = this.reserving.size - this.queue.stats().waiting;
+    for (const ctl of [...this.reserving].reverse()) {
+      if (excess-- <= 0) break;
+      ctl.abort();
+    }
+  }
+
+  /** Memory and CPU for a new container: at once in fail-fast mode (else null), or waited for. */
+  private async reserve(): Promise<ResourceToken | null | 'aborted'> {
+    const { spec, host } = this;
+    const request = { memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis, isAsync: spec.type === 'detached' };
+    if (host.config.nonBlockingResources) return host.resources.tryReserve(request);
+    const ctl = new AbortController();
+    this.reserving.add(ctl);
+    try {
+      return await host.resources.reserve(request, ctl.signal);
+    } catch (err) {
+      if (ctl.signal.aborted) return 'aborted';
+      throw err;
+    } finally {
+      this.reserving.delete(ctl);
+    }
+  }
+
+  /**
+   * Reserves memory/CPU for a new container, starts it and offers it to the
+   * queue. Once it holds its resources the launch is tied to the oldest
+   * waiting call (see SlotQueue.launch): that call hears this start's
+   * outcome even past its slot deadline. A failed start fails every waiting
+   * call with its reason (the next would fail the same way).
+   */
+  private async launch(): Promise<void> {
+    const { spec, host, queue } = this;
+    host.enter();
+    try {
+      let token: ResourceToken | null | 'aborted';
+      try {
+        token = await this.reserve();
+      } catch (err) {
+        queue.exit('start');
+        queue.failWaiters(launchError(err));
+        this.dropIfEmpty();
+        return;
+      }
+      if (token === null) {
+        // Fail-fast mode: the call that caused this launch is told at once.
+        queue.exit('start');
+        queue.failOldestWaiter(serverBusy());
+        this.dropIfEmpty();
+        return;
+      }
+      if (token === 'aborted' || host.closing) {
+        if (token !== 'aborted') token.close();
+        queue.exit('start');
+        this.dropIfEmpty();
+        return;
+      }
+
+      const t0 = performance.now();
+      const launched = queue.launch();
+      const id = newId().toLowerCase();
+      const container: HotContainer = new HotContainer({
+        id,
+        spec,
+        driver: host.driver,
+        token,
+        dir: join(host.config.iofsPath, id),
+        labels: host.labels(spec),
+        output: new ContainerOutput(host.logger, { app: spec.appName, fn: spec.fnName, container: id }),
+        log: host.log,
+        clock: host.clock,
+        startTimeoutMs: host.config.hotStartTimeoutMs,
+        freezeIdleMs: host.config.freezeIdleMs,
+        responseLimit: host.config.maxResponseBytes > 0 ? host.config.maxResponseBytes : Infinity,
+        onRetired: (c, reason, detail) => this.onRetired(c, reason, detail),
+        onIdleTimeout: (c) => {
+          if (queue.remove(c)) void c.retire('idle', 'idle timeout');
+        },
+      });
+      host.adopt(container);
+      try {
+        await container.start(host.stopping);
+      } catch (err) {
+        queue.exit('start');
+        const reason = host.closing ? shuttingDown() : launchError(err);
+        if (!host.closing) host.log.warn({ fn: spec.fnId, image: spec.image, err: reason }, 'container failed to start');
+        queue.failWaiters(reason);
+        launched();
+        this.dropIfEmpty();
+        return;
+      }
+      queue.exit('start', performance.now() - t0);
+      host.log.debug({ fn: spec.fnId, container: id, ms: Math.round(performance.now() - t0) }, 'hot container ready');
+      this.offer(container);
+      launched();
+      this.checkLaunch();
+    } finally {
+      host.leave();
+    }
+  }
+
+  /**
+   * A container is free (just started, or done with a call): it goes to the
+   * oldest waiting call, or idles in the queue. It leaves service instead
+   * when its stream cannot be trusted, or when its fn changed and no call of
+   * the old definition is still waiting for it.
+   */
+  offer(c: HotContainer): void {
+    if (c.state === 'retired') return;
+    if (this.host.closing) {
+      void c.retire('shutdown', 'server shutting down');
+      return;
+    }
+    if (c.spent) {
+      void c.retire('failed', 'container stream spent');
+      return;
+    }
+    if (this.stale && this.queue.stats().waiting === 0) {
+      void c.retire('changed', 'function changed');
+      return;
+    }
+    c.markIdle();
+    this.queue.release(c);
+  }
+
+  /** The fn changed: idle containers leave now, busy and starting ones once free. */
+  retireStale(): void {
+    this.stale = true;
+    for (const c of [...this.queue.idleItems()]) if (this.queue.remove(c)) void c.retire('changed', 'function changed');
+  }
+
+  private onRetired(c: HotContainer, reason: RetireReason, detail: string): void {
+    this.host.forget(c);
+    this.host.log.debug({ fn: c.spec.fnId, container: c.id, reason, detail, calls: c.calls }, 'hot container retired');
+    this.queue.remove(c);
+    // Calls still waiting need a replacement.
+    if (!this.host.closing && this.queue.stats().waiting > 0) this.checkLaunch();
+    this.dropIfEmpty();
+  }
+
+  /** Drops the pool from its agent when nothing is left in it. */
+  dropIfEmpty(): void {
+    if (!this.queue.isEmpty()) return;
+    this.poll?.clear();
+    this.poll = undefined;
+    this.host.dropped(this);
+  }
+
+  /** Stops launching: waiting calls fail with `reason`, resource waits end. */
+  close(reason: unknown): void {
+    this.queue.failWaiters(reason);
+    for (const ctl of this.reserving) ctl.abort();
+    this.poll?.clear();
+    this.poll = undefined;
+  }
+}

@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { callFn, callFromJson, callRecord, callToJson, type Call } from './call.js';
+import { newAppFromJson } from './app.js';
+import { newFnFromJson } from './fn.js';
+import { ApiError } from './errors.js';
+
+function sample(): Call {
+  const app = { ...newAppFromJson({ name: 'shop', config: { DB: 'x' }, syslog_url: 'tcp://logs:514' }) };
+  const fn = { ...newFnFromJson({ app_id: app.id, name: 'cart', image: 'team/cart:1', memory: 256, timeout: 20, idle_timeout: 45, config: { MODE: 'fast' } }), shape: undefined };
+  return {
+    id: '01JCALL',
+    type: 'detached',
+    fn: callFn(app, fn),
+    triggerId: 'trig1',
+    method: 'PUT',
+    url: 'http://fnts.test/t/shop/cart?x=1',
+    headers: ['Content-Type', 'application/json', 'X-Multi', 'a', 'X-Multi', 'b'],
+    createdAt: Date.parse('2026-11-23T10:00:00.000Z'),
+  };
+}
+
+describe('Call as Fn models.Call JSON', () => {
+  it('writes the fields a runner needs under Fn names, and reads them back unchanged', () => {
+    const call = sample();
+    const json = callToJson(call);
+    expect(json).toMatchObject({
+      id: '01JCALL',
+      type: 'detached',
+      image: 'team/cart:1',
+      method: 'PUT',
+      url: 'http://fnts.test/t/shop/cart?x=1',
+      timeout: 20,
+      idle_timeout: 45,
+      memory: 256,
+      config: { DB: 'x', MODE: 'fast' },
+      headers: { 'Content-Type': ['application/json'], 'X-Multi': ['a', 'b'] },
+      syslog_url: 'tcp://logs:514',
+      created_at: '2026-11-23T10:00:00.000Z',
+      app_id: call.fn.appId,
+      app_name: 'shop',
+      fn_id: call.fn.fnId,
+      trigger_id: 'trig1',
+    });
+    // Through a wire and back: what a runner runs is what the LB was asked.
+    expect(callFromJson(JSON.parse(JSON.stringify(json)))).toEqual(call);
+  });
+
+  it("reads a call as Fn's LB sends it: fn name and format from config, cpus in milli-CPUs, the old type name", () => {
+    const call = callFromJson({
+      id: 'c1',
+      app_id: 'a1',
+      fn_id: 'f1',
+      image: 'hello:1',
+      type: 'async',
+      cpus: '500m',
+      memory: 128,
+      config: { FN_FN_NAME: 'hello', FN_APP_NAME: 'demo', FN_FORMAT: 'http-stream' },
+    });
+    expect(call).toMatchObject({ type: 'detached', fn: { fnName: 'hello', appName: 'demo', format: 'http-stream', cpuMillis: 500, timeoutS: 30 } });
+    expect(callFromJson({ id: 'c', app_id: 'a', fn_id: 'f', image: 'i', cpus: '0.25' }).fn.cpuMillis).toBe(250);
+  });
+
+  it.each([
+    [[], 'not a JSON object'],
+    [{ app_id: 'a', fn_id: 'f', image: 'i' }, 'id is required'],
+    [{ id: 'c', app_id: 'a', fn_id: 'f' }, 'image is required'],
+    [{ id: 'c', app_id: 'a', fn_id: 'f', image: 'i', type: 'later' }, 'type later'],
+    [{ id: 'c', app_id: 'a', fn_id: 'f', image: 'i', memory: -1 }, 'memory'],
+    [{ id: 'c', app_id: 'a', fn_id: 'f', image: 'i', headers: { X: 'not-a-list' } }, 'headers.X'],
+    [{ id: 'c', app_id: 'a', fn_id: 'f', image: 'i', cpus: 'lots' }, 'cpus'],
+  ])('refuses %j with 400 naming the field', (json, words) => {
+    let err: unknown;
+    try {
+      callFromJson(json);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).status).toBe(400);
+    expect((err as ApiError).message).toContain(words);
+  });
+
+  it('makes a call record from a call and its outcome', () => {
+    const call = sample();
+    const record = callRecord(call, {
+      id: call.id,
+      status: 'timeout',
+      httpStatus: 504,
+      error: 'Timed out',
+      errorUser: true,
+      createdAt: '2026-11-23T10:00:00.000Z',
+      startedAt: '2026-11-23T10:00:00.100Z',
+      completedAt: '2026-11-23T10:00:20.100Z',
+      timings: { wait_ms: 100, exec_ms: 20000 },
+      stats: [],
+      log: '',
+    });
+    expect(record).toMatchObject({ id: '01JCALL', status: 'timeout', error: 'Timed out', path: '/t/shop/cart', app_name: 'shop', started_at: '2026-11-23T10:00:00.100Z' });
+  });
+});

@@ -1,0 +1,47 @@
+/**
+ * Changes made to apps, fns and triggers, told to whoever keeps something
+ * derived from them: the fn/trigger lookup cache drops its entries, the agent
+ * retires the containers of a changed fn.
+ */
+import type { Logger } from 'pino';
+
+export type ResourceChange =
+  | { readonly kind: 'app'; readonly id: string; readonly name: string }
+  | { readonly kind: 'fn'; readonly id: string; readonly appId: string }
+  | { readonly kind: 'trigger'; readonly id: string; readonly appId: string };
+
+/**
+ * Told after every successful change.
+ *
+ * Rules: called synchronously by whoever made the change, so it must be
+ * cheap and must not block; it must not throw (one that does is logged and
+ * skipped: the change stands, the other listeners are told).
+ */
+export type ChangeListener = (change: ResourceChange) => void;
+
+export interface ChangeFeed {
+  /** Returns a function that stops the listener. */
+  subscribe(listener: ChangeListener): () => void;
+}
+
+/** The change feed of one process. */
+export class Changes implements ChangeFeed {
+  private readonly listeners = new Set<ChangeListener>();
+
+  constructor(private readonly log?: Logger) {}
+
+  subscribe(listener: ChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  publish(change: ResourceChange): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(change);
+      } catch (err) {
+        this.log?.error({ err, change }, 'a change listener threw; it is skipped (listeners must not throw)');
+      }
+    }
+  }
+}

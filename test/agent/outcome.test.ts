@@ -1,0 +1,100 @@
+/**
+ * The agent as an Invoker, on real containers: each call's outcome (status,
+ * whether the function caused its failure, timings), the container's output
+ * during a call attributed to that call and capped, and detached calls run
+ * as such.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Call, CallFn, CallOutcome } from '../../src/models/index.js';
+import { probeImage } from '../support/functions.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+
+describe('the agent as an Invoker', () => {
+  let s: TestServer;
+  let fn: CallFn;
+  let n = 0;
+  const outcomes = new Map<string, CallOutcome>();
+
+  beforeAll(async () => {
+    s = await startTestServer({ FN_MAX_LOG_SIZE_BYTES: '2000' });
+    s.server.agent!.addListener({ onCallEnd: (call, outcome) => outcomes.set(call.id, outcome) });
+    const app = await s.app();
+    const image = await probeImage();
+    const created = await s.fn(app, image, { timeout: 2 });
+    fn = Object.freeze({
+      appId: app.id,
+      appName: app.name,
+      fnId: created.id,
+      fnName: created.name,
+      image,
+      format: 'http-stream',
+      memoryMB: created.memory,
+      cpuMillis: 0,
+      timeoutS: 2,
+      idleTimeoutS: created.idle_timeout,
+      tmpfsMB: 0,
+      config: {},
+      annotations: {},
+      syslogUrl: undefined,
+    } as const);
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  const call = (type: Call['type'] = 'sync'): Call => ({
+    id: `outcome-${process.pid}-${n++}`,
+    type,
+    fn,
+    triggerId: undefined,
+    method: 'POST',
+    url: 'http://fnts.test/invoke/x',
+    headers: ['Content-Type', 'application/json'],
+    createdAt: Date.now(),
+  });
+
+  it("keeps what the container wrote during a call with that call's outcome, and only that", async () => {
+    const first = s.server.agent!.invoke(call(), Buffer.from(JSON.stringify({ log: 'first call' })));
+    expect((await first.response).status).toBe(200);
+    const second = s.server.agent!.invoke(call(), Buffer.from(JSON.stringify({ log: 'second call' })));
+    expect((await second.response).status).toBe(200);
+    const [one, two] = await Promise.all([first.outcome, second.outcome]);
+    expect(one.log).toContain('first call (stdout)');
+    expect(one.log).toContain('first call (stderr)');
+    expect(one.log).not.toContain('second call');
+    expect(two.log).toContain('second call (stderr)');
+    expect(two.log).not.toContain('first call');
+    expect(one).toMatchObject({ status: 'success', httpStatus: 200, errorUser: false });
+    expect(one.timings.exec_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('cuts a call log at FN_MAX_LOG_SIZE_BYTES and says so', async () => {
+    const running = s.server.agent!.invoke(call(), Buffer.from(JSON.stringify({ logBytes: 50_000 })));
+    await running.response;
+    const { log } = await running.outcome;
+    expect(log).toContain('[log cut at 2000 bytes');
+    expect(log.length).toBeLessThan(2200);
+  });
+
+  it("says when a failure was the function's doing", async () => {
+    const running = s.server.agent!.invoke(call(), Buffer.from(JSON.stringify({ sleep: 3000 })));
+    await expect(running.response).rejects.toMatchObject({ status: 504 });
+    expect(await running.outcome).toMatchObject({ status: 'timeout', httpStatus: 504, error: 'Timed out', errorUser: true });
+  });
+
+  it('runs a detached call as detached: FN_TYPE tells the function, its containers are its own', async () => {
+    const before = s.server.agent!.snapshot().containers;
+    const detached = call('detached');
+    const running = s.server.agent!.invoke(detached, Buffer.from('{}'));
+    const answer = await running.response;
+    const seen = JSON.parse((answer.body as Buffer).toString());
+    expect(seen.env.FN_TYPE).toBe('detached');
+    // A sync call does not get the detached call's container (their slot keys differ).
+    const sync = JSON.parse(((await s.server.agent!.invoke(call(), Buffer.from('{}')).response).body as Buffer).toString());
+    expect(sync.env.FN_TYPE).toBe('sync');
+    expect(sync.hostname).not.toBe(seen.hostname);
+    expect(s.server.agent!.snapshot().containers).toBeGreaterThan(before);
+    // Listeners hear of every call, with its id.
+    expect(outcomes.get(detached.id)).toMatchObject({ id: detached.id, status: 'success' });
+  });
+});
