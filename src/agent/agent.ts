@@ -14,6 +14,7 @@
  * container this agent started.
  */
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { setMaxListeners } from 'node:events';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentSettings } from '../config/index.js';
@@ -148,6 +149,9 @@ export class Agent implements Invoker, PoolHost {
     this.clock = o.clock ?? realClock;
     this.logger = o.logger;
     this.log = o.logger.child({ module: 'agent' });
+    // Every container start (and every call abandoned while running) listens
+    // to these for as long as it lasts: many at once is normal, not a leak.
+    setMaxListeners(0, this.stop.signal, this.cut.signal);
     this.evictor = new Evictor({
       resources: o.resources,
       clock: this.clock,
