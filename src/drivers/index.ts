@@ -7,4 +7,4 @@ export type { ContainerInfo, ContainerSpec, Cookie, Driver, ImageRef, Mount, Pre
 export { DockerDriver } from './docker/docker.js';
 export type { DockerDriverOptions } from './docker/docker.js';
 export { FakeDriver } from './fake/fake.js';
-export type { FakeContainerState, FakeFunction } from './fake/fake.js';
+export type { FakeContainerState, FakeFunction, FakeProcess } from './fake/fake.js';

@@ -285,14 +285,14 @@ class DockerCookie implements Cookie {
       if (statusCode(err) !== undefined) throw new ContainerStartError(engineMessage(err), { cause: err });
       throw new DriverError(`Docker engine error starting container: ${engineMessage(err)}`, { cause: err });
     }
-    signal?.addEventListener(
-      'abort',
-      () => {
-        this.killedAs = (signal.reason as { name?: string } | undefined)?.name === 'TimeoutError' ? 'timeout' : 'cancelled';
-        void this.close();
-      },
-      { once: true },
-    );
+    // The signal governs the start only (see Cookie.run): one that aborted
+    // meanwhile (no event comes twice) kills the container; a later abort
+    // must not cut a running container, so no listener outlives this call.
+    if (signal?.aborted) {
+      this.killedAs ??= (signal.reason as { name?: string } | undefined)?.name === 'TimeoutError' ? 'timeout' : 'cancelled';
+      await this.close();
+      throw abortError(signal);
+    }
   }
 
   private async watchExit(): Promise<RunResult> {
