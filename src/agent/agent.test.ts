@@ -70,6 +70,15 @@ function setup(functions: Record<string, FakeFunction>, config: Partial<AgentCon
 
 const text = (r: CallResponse) => (r.body as Buffer).toString();
 
+/** Resolves once `what()` holds (checked every turn of the event loop); fails after `ms`. */
+const until = async (what: () => boolean, ms = 2000): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!what()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setImmediate(r));
+  }
+};
+
 describe('Agent (fake driver)', () => {
   it('runs calls over the FDK socket and reuses the container', async () => {
     const { driver, agent, spec, call } = setup({ echo });
@@ -157,9 +166,10 @@ describe('Agent (fake driver)', () => {
   });
 
   it('in fail-fast mode answers 503 at once when memory is not free, to the call that caused the launch', async () => {
-    const { spec, call } = setup({ slow: sleepy(500), echo }, { nonBlockingResources: true }, 200);
+    const { driver, spec, call } = setup({ slow: sleepy(500), echo }, { nonBlockingResources: true }, 200);
     const busy = call(spec('slow', { memory: 150 }));
-    await new Promise((r) => setTimeout(r, 100));
+    // The slow call holds its memory once its container serves it.
+    await until(() => driver.containers.some((c) => c.calls === 1));
     const t0 = performance.now();
     await expect(call(spec('echo', { memory: 100 }))).rejects.toMatchObject({ status: 503, headers: { 'Retry-After': '15' } });
     expect(performance.now() - t0).toBeLessThan(200);
@@ -203,7 +213,7 @@ describe('Agent (fake driver)', () => {
     const { driver, agent, spec, call } = setup({ slow: sleepy(300), echo });
     await call(spec('echo'));
     const running = call(spec('slow'));
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => driver.containers.some((c) => c.spec.image === 'slow' && c.calls === 1));
     const closing = agent.close();
     await expect(call(spec('echo'))).rejects.toMatchObject({ status: 503 });
     expect(text(await running)).toBe('done');
@@ -216,19 +226,11 @@ describe('Agent (fake driver)', () => {
     const s = spec('echo');
     await call(s);
     changes.publish({ kind: 'fn', id: s.fnId, appId: s.appId });
-    await new Promise((r) => setTimeout(r, 50));
-    expect(driver.live()).toHaveLength(0);
+    await until(() => driver.live().length === 0);
   });
 });
 
 describe('Agent time and resources (fake driver, manual clock)', () => {
-  const until = async (what: () => boolean, ms = 2000): Promise<void> => {
-    const end = Date.now() + ms;
-    while (!what()) {
-      if (Date.now() > end) throw new Error('condition not met in time');
-      await new Promise((r) => setImmediate(r));
-    }
-  };
 
   it('freezes an idle container and retires it at its idle timeout, as the clock moves', async () => {
     const clock = new ManualClock();
