@@ -62,7 +62,12 @@ export interface ResourceTracker {
   readonly waiterCount: number;
   /** Resolves once async usage is under the high-water mark. */
   waitAsyncCapacity(signal?: AbortSignal): Promise<void>;
-  /** Called whenever a reserve() starts waiting, so idle holders can be asked to leave. */
+  /**
+   * Calls `listener` whenever a reserve() starts waiting, so idle holders
+   * can be asked to leave; returns the function that stops it. The listener
+   * runs synchronously inside reserve(): it must be cheap (schedule work,
+   * don't do it) and must not throw (one that does is skipped).
+   */
   onWaiter(listener: () => void): () => void;
   /**
    * What must be freed for the longest-waiting reserve() to be granted
@@ -212,7 +217,13 @@ export class MemoryCpuTracker implements ResourceTracker {
       const waiter: Waiter = { req, resolve, reject, cleanup: () => signal?.removeEventListener('abort', onAbort) };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.waiters.push(waiter);
-      for (const l of this.waiterListeners) l();
+      for (const l of this.waiterListeners) {
+        try {
+          l();
+        } catch {
+          // A listener's failure must not fail the reservation (see onWaiter).
+        }
+      }
     });
   }
 
