@@ -3,6 +3,10 @@
  *
  * `probe` does what its JSON input asks, so one image covers every behaviour
  * the tests need:
+ *   {"title": "text"}        show text as the process title (`docker top`)
+ *                            the moment the call arrives: how a test sees,
+ *                            from outside, that the call is running. At most
+ *                            12 characters, the length of `node func.js`.
  *   {"sleep": ms}            answer after a while
  *   {"exit": code}           die in the middle of the call
  *   {"bytes": n}             answer with n bytes
@@ -34,6 +38,7 @@ if (process.env.MODE === 'never-ready') {
 function serve() {
   fdk.handle(async function (input, ctx) {
     const cmd = input && typeof input === 'object' ? input : {};
+    if (cmd.title) process.title = cmd.title;
     if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
     if (cmd.exit !== undefined) process.exit(cmd.exit);
     if (cmd.alloc) { const keep = []; for (let i = 0; i < cmd.alloc; i++) keep.push(Buffer.alloc(1 << 20, 1)); }
