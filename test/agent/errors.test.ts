@@ -1,8 +1,10 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { containersOfFn } from '../support/containers.js';
 import { probeImage } from '../support/functions.js';
-import { eventually, startTestServer, type TestServer } from '../support/server.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually, requestArrives } from '../support/wait.js';
 
 let probe: string;
 beforeAll(async () => {
@@ -23,8 +25,6 @@ describe('when calls cannot be served as asked', () => {
     await s?.close();
   });
 
-  const mine = async (fnId: string) => (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fnId);
-
   it('answers 504 Timed out at the fn\'s timeout, retires the container, and serves the next call fresh', async () => {
     const app = await s.app();
     const fn = await s.fn(app, probe, { timeout: 1 });
@@ -33,7 +33,7 @@ describe('when calls cannot be served as asked', () => {
     expect(late.status).toBe(504);
     expect(late.json).toEqual({ message: 'Timed out' });
     expect(late.ms).toBeLessThan(2000);
-    expect(await eventually(async () => !(await mine(fn.id)).some((c) => c.Id.startsWith(warm.json.hostname)), 3000)).toBe(true);
+    expect(await eventually(async () => !(await containersOfFn(fn.id)).some((c) => c.Id.startsWith(warm.json.hostname)), 3000)).toBe(true);
     const next = await s.invoke(fn.id, { n: 1 });
     expect(next.status).toBe(200);
     expect(next.json.body).toEqual({ n: 1 });
@@ -57,7 +57,7 @@ describe('when calls cannot be served as asked', () => {
     expect(res.status).toBe(504);
     expect(res.json).toEqual({ message: 'Container initialization timed out, please ensure you are using the latest fdk and check the logs' });
     expect(res.ms).toBeLessThan(4000);
-    expect(await eventually(async () => (await mine(fn.id)).length === 0, 3000)).toBe(true);
+    expect(await eventually(async () => (await containersOfFn(fn.id)).length === 0, 3000)).toBe(true);
   });
 
   it('answers 502 when the container exits before it is ready', async () => {
@@ -68,7 +68,7 @@ describe('when calls cannot be served as asked', () => {
     expect(res.json.message).toBe(
       'Container failed to initialize, please ensure you are using the latest fdk and check the logs (container exited with code 3)',
     );
-    expect(await eventually(async () => (await mine(fn.id)).length === 0, 3000)).toBe(true);
+    expect(await eventually(async () => (await containersOfFn(fn.id)).length === 0, 3000)).toBe(true);
   });
 
   it('answers 502 function response body too large over FN_MAX_RESPONSE_SIZE, and 200 under it', async () => {
@@ -151,8 +151,9 @@ describe('when the server is full', () => {
     const app = await s.app();
     // timeout 4 s: a call waits at most 2 s for a container.
     const fn = await s.fn(app, probe, { timeout: 4 });
+    // Runs past the refused call's 2 s wait.
     const busy = s.invoke(fn.id, { sleep: 3000 });
-    await new Promise((r) => setTimeout(r, 500));
+    expect(await eventually(() => s.queue(fn.id)?.running === 1, 5000, 20)).toBe(true);
     const refused = await s.invoke(fn.id, {});
     expect(refused.status).toBe(503);
     expect(refused.json).toEqual({ message: 'Timed out - server too busy' });
@@ -181,11 +182,14 @@ describe('a client that stalls its upload', () => {
     const stalled = connect(Number(u.port), u.hostname);
     stalled.on('error', () => undefined);
     await new Promise<void>((r) => stalled.once('connect', () => r()));
+    const arrived = requestArrives((req) => req.url === `/invoke/${fn.id}` && req.headers['content-length'] === String(2 * 1024 * 1024));
     // 2 MB announced, 100 KB sent, then nothing.
     stalled.write(`POST /invoke/${fn.id} HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * 1024 * 1024}\r\n\r\n`);
     stalled.write(Buffer.alloc(100 * 1024, 'z'));
     try {
-      await new Promise((r) => setTimeout(r, 300));
+      // The server has the stalled call before the other one: were it to take
+      // a container on the headers, it would take the only one first.
+      await arrived;
       const other = await s.invoke(fn.id, { n: 2 });
       expect(other.status).toBe(200);
       expect(other.json.body).toEqual({ n: 2 });

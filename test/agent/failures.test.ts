@@ -12,6 +12,7 @@ import { formatImages, probeImage } from '../support/functions.js';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startFnts } from '../support/process.js';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
 
 let probe: string;
 let hello: string;
@@ -141,8 +142,9 @@ describe('fail-fast mode (FN_ENABLE_NB_RESOURCE_TRACKER)', () => {
     const app = await s.app();
     const big = await s.fn(app, probe, { memory: 150 });
     const other = await s.fn(app, probe, { memory: 100 });
-    const busy = s.invoke(big.id, { sleep: 1500 });
-    await new Promise((r) => setTimeout(r, 700));
+    // Holds big's memory while the other fn asks for its own.
+    const busy = s.invoke(big.id, { sleep: 1000 });
+    expect(await eventually(() => s.queue(big.id)?.running === 1, 5000, 20)).toBe(true);
     const refused = await s.invoke(other.id, {});
     expect(refused.status).toBe(503);
     expect(refused.json).toEqual({ message: 'Timed out - server too busy' });

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { containersOfFn } from '../support/containers.js';
 import { formatImages } from '../support/functions.js';
-import { eventually, startTestServer, type TestServer } from '../support/server.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
 
 let s: TestServer;
 let app: any;
@@ -15,8 +17,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await s?.close();
 });
-
-const mine = async (fnId: string) => (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fnId);
 
 async function withTrigger(fn: any, source: string): Promise<void> {
   await s.post('/v2/triggers', { app_id: app.id, fn_id: fn.id, name: source.slice(1), type: 'http', source });
@@ -133,10 +133,10 @@ describe('the default (cold) format', () => {
       FN_APP_NAME: 'formats',
     });
     expect(new Date(env.FN_DEADLINE).getTime()).toBeGreaterThan(Date.now());
-    expect(await eventually(async () => (await mine(fn.id)).length === 0, 3000)).toBe(true);
+    expect(await eventually(async () => (await containersOfFn(fn.id)).length === 0, 3000)).toBe(true);
     const second = await s.invoke(fn.id, {});
     expect(second.json.host).toBeDefined();
-    expect(await eventually(async () => (await mine(fn.id)).length === 0, 3000)).toBe(true);
+    expect(await eventually(async () => (await containersOfFn(fn.id)).length === 0, 3000)).toBe(true);
   });
 
   it('answers 502 when the function exits non-zero and 504 past its timeout, removing the container each time', async () => {
@@ -148,6 +148,6 @@ describe('the default (cold) format', () => {
     expect(slow.status).toBe(504);
     expect(slow.json).toEqual({ message: 'Timed out' });
     expect(slow.ms).toBeLessThan(2000);
-    expect(await eventually(async () => (await mine(fn.id)).length === 0, 3000)).toBe(true);
+    expect(await eventually(async () => (await containersOfFn(fn.id)).length === 0, 3000)).toBe(true);
   });
 });

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { containersOfFn } from '../support/containers.js';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { probeImage } from '../support/functions.js';
-import { eventually, startTestServer, type TestServer } from '../support/server.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
 
 let s: TestServer;
 let probe: string;
@@ -47,8 +49,7 @@ describe('hot functions', () => {
       hosts.add(res.json.hostname);
     }
     expect(hosts.size).toBe(1);
-    const mine = (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fn.id);
-    expect(mine).toHaveLength(1);
+    expect(await containersOfFn(fn.id)).toHaveLength(1);
   });
 
   it('runs one call at a time per container and reuses the most recently freed one first', async () => {
@@ -56,9 +57,10 @@ describe('hot functions', () => {
     const fn = await s.fn(app, probe);
     // A long call holds the first container; a call arriving meanwhile waits,
     // gets a second container, and finishes first. The long call's container
-    // is then the most recently freed: LIFO hands it out next.
+    // is then the most recently freed: LIFO hands it out next. The long call
+    // must outlast the second container's start.
     const long = s.invoke(fn.id, { sleep: 2500 });
-    await new Promise((r) => setTimeout(r, 600));
+    expect(await eventually(() => s.queue(fn.id)?.running === 1, 5000, 20)).toBe(true);
     const short = await s.invoke(fn.id, { sleep: 50 });
     const longDone = await long;
     expect(short.json.hostname).not.toBe(longDone.json.hostname);
@@ -71,9 +73,9 @@ describe('hot functions', () => {
     const app = await s.app();
     const fn = await s.fn(app, probe);
     const first = await s.invoke(fn.id, {});
-    const [info] = (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fn.id);
+    const [info] = await containersOfFn(fn.id);
     const container = docker().getContainer(info!.Id);
-    expect(await eventually(async () => (await container.inspect()).State.Paused, 3000)).toBe(true);
+    expect(await eventually(async () => (await container.inspect()).State.Paused, 3000, 20)).toBe(true);
     const second = await s.invoke(fn.id, {});
     expect(second.status).toBe(200);
     expect(second.json.hostname).toBe(first.json.hostname);
@@ -84,9 +86,8 @@ describe('hot functions', () => {
     const app = await s.app();
     const fn = await s.fn(app, probe, { idle_timeout: 1 });
     expect((await s.invoke(fn.id, {})).status).toBe(200);
-    const mine = async () => (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fn.id);
-    expect(await mine()).toHaveLength(1);
-    expect(await eventually(async () => (await mine()).length === 0, 5000)).toBe(true);
+    expect(await containersOfFn(fn.id)).toHaveLength(1);
+    expect(await eventually(async () => (await containersOfFn(fn.id)).length === 0, 5000, 50)).toBe(true);
   });
 
   it('gives the function the FDK contract environment with app config overridden by fn config', async () => {
@@ -118,7 +119,7 @@ describe('hot functions', () => {
     expect(root.json.uid).toBe(1000);
     expect(root.json.wrote).toBe('EROFS');
     expect((await s.invoke(fn.id, { write: '/tmp/x' })).json.wrote).toBe(true);
-    const [info] = (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fn.id);
+    const [info] = await containersOfFn(fn.id);
     const hc = (await docker().getContainer(info!.Id).inspect()).HostConfig;
     expect(hc.Memory).toBe(96 * 1024 * 1024);
     expect(hc.MemorySwap).toBe(96 * 1024 * 1024);

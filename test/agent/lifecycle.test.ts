@@ -2,12 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNER_LABEL } from '../../src/agent/index.js';
-import { compileConfig } from '../../src/config/index.js';
-import { docker } from '../support/images.js';
+import { containersOfFn, containersOfOwner, FN_ID_LABEL, fnShowsTitle, ownerOf } from '../support/containers.js';
 import { probeImage } from '../support/functions.js';
 import { startFnts } from '../support/process.js';
-import { eventually, startTestServer, type TestServer } from '../support/server.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
 
 let probe: string;
 const dir = mkdtempSync(join(tmpdir(), 'fnts-life-'));
@@ -16,10 +15,7 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function ownedBy(dbUrl: string) {
-  const instance = compileConfig({ FN_DB_URL: dbUrl }).agent.owner;
-  return docker().listContainers({ all: true, filters: { label: [`${OWNER_LABEL}=${instance}`] } });
-}
+const ownedBy = (dbUrl: string) => containersOfOwner(ownerOf(dbUrl));
 
 async function json(url: string, body: unknown): Promise<any> {
   const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
@@ -41,11 +37,11 @@ describe('memory pressure', () => {
     const b = await s.fn(app, probe, { memory: 200 });
     const first = await s.invoke(a.id, {});
     expect(first.status).toBe(200);
-    expect((await s.containers()).map((c) => c.Labels['fnts.fn_id'])).toEqual([a.id]);
+    expect((await s.containers()).map((c) => c.Labels[FN_ID_LABEL])).toEqual([a.id]);
     const second = await s.invoke(b.id, {});
     expect(second.status).toBe(200);
     const left = await s.containers();
-    expect(left.map((c) => c.Labels['fnts.fn_id'])).toEqual([b.id]);
+    expect(left.map((c) => c.Labels[FN_ID_LABEL])).toEqual([b.id]);
     expect(s.server.agent!.snapshot().containers).toBe(1);
   });
 });
@@ -60,15 +56,15 @@ describe('changes to a fn with calls in flight', () => {
   });
 
   const put = (fnId: string, body: unknown) => s.call(`/v2/fns/${fnId}`, { method: 'PUT', body, headers: { 'content-type': 'application/json' } });
-  const hosts = async (fnId: string) => (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fnId).map((c) => c.Id.slice(0, 12));
-  const queueOf = (fnId: string) => s.server.agent!.snapshot().queues.find((q) => q.fnId === fnId);
+  const hosts = async (fnId: string) => (await containersOfFn(fnId)).map((c) => c.Id.slice(0, 12));
 
   it('removes a container that was busy when its fn changed as soon as its call ends', async () => {
     const app = await s.app();
     const fn = await s.fn(app, probe);
     const warm = await s.invoke(fn.id, {});
-    const busy = s.invoke(fn.id, { sleep: 1500 });
-    expect(await eventually(() => queueOf(fn.id)?.running === 1, 2000, 20)).toBe(true);
+    // Long enough for the change below to land while the call runs.
+    const busy = s.invoke(fn.id, { sleep: 1000 });
+    expect(await eventually(() => s.queue(fn.id)?.running === 1, 2000, 20)).toBe(true);
     expect((await put(fn.id, { memory: 256 })).status).toBe(200);
     const done = await busy;
     expect(done.status).toBe(200);
@@ -84,7 +80,7 @@ describe('changes to a fn with calls in flight', () => {
     const app = await s.app();
     const fn = await s.fn(app, probe);
     const first = s.invoke(fn.id, { who: 'first' });
-    expect(await eventually(() => (queueOf(fn.id)?.starting ?? 0) > 0, 2000, 5)).toBe(true);
+    expect(await eventually(() => (s.queue(fn.id)?.starting ?? 0) > 0, 2000, 5)).toBe(true);
     expect((await put(fn.id, { config: { CFG_CHANGED: 'yes' } })).status).toBe(200);
     const res = await first;
     expect(res.status).toBe(200);
@@ -102,12 +98,12 @@ describe('the server process', () => {
     const app = (await json(`${fnts.url}/v2/apps`, { name: 'term' })).body;
     const fn = (await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'slow', image: probe })).body;
     expect((await json(`${fnts.url}/invoke/${fn.id}`, {})).status).toBe(200);
-    const inFlight = json(`${fnts.url}/invoke/${fn.id}`, { sleep: 1500 });
-    await new Promise((r) => setTimeout(r, 400));
+    const inFlight = json(`${fnts.url}/invoke/${fn.id}`, { title: 'in flight', sleep: 1000 });
+    expect(await eventually(() => fnShowsTitle(fn.id, 'in flight'), 5000, 20)).toBe(true);
     const exit = fnts.stop('SIGTERM');
     const answer = await inFlight;
     expect(answer.status).toBe(200);
-    expect(answer.body.body).toEqual({ sleep: 1500 });
+    expect(answer.body.body).toEqual({ title: 'in flight', sleep: 1000 });
     expect(await exit).toBe(0);
     expect(await ownedBy(dbUrl)).toEqual([]);
   });
@@ -156,6 +152,6 @@ describe('the server process', () => {
     } finally {
       await second.stop();
     }
-    expect(await eventually(async () => (await ownedBy(dbUrl)).length === 0, 3000)).toBe(true);
+    expect(await eventually(async () => (await ownedBy(dbUrl)).length === 0, 3000, 50)).toBe(true);
   });
 });

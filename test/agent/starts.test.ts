@@ -5,8 +5,10 @@
  * failed start used to end the process).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { containersOfFn } from '../support/containers.js';
 import { missingEntrypointImage, probeImage } from '../support/functions.js';
-import { eventually, startTestServer, type TestServer } from '../support/server.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
 
 let probe: string;
 let noEntrypoint: string;
@@ -15,15 +17,14 @@ beforeAll(async () => {
 });
 
 describe('a container that cannot start', () => {
+  const START_TIMEOUT_MS = 400;
   let s: TestServer;
   beforeAll(async () => {
-    s = await startTestServer({ FN_HOT_START_TIMEOUT_MSECS: '400' });
+    s = await startTestServer({ FN_HOT_START_TIMEOUT_MSECS: String(START_TIMEOUT_MS) });
   });
   afterAll(async () => {
     await s?.close();
   });
-
-  const mine = async (fnId: string) => (await s.containers()).filter((c) => c.Labels['fnts.fn_id'] === fnId);
 
   it('answers 502 Container failed to initialize naming the cause, removes it, and keeps serving past the start timeout', async () => {
     const app = await s.app();
@@ -32,9 +33,10 @@ describe('a container that cannot start', () => {
     const res = await s.invoke(broken.id, {});
     expect(res.status).toBe(502);
     expect(res.json.message).toMatch(/^Container failed to initialize, please ensure you are using the latest fdk and check the logs \(.*not-there.*\)$/);
-    expect(await eventually(async () => (await mine(broken.id)).length === 0, 3000)).toBe(true);
-    // A call that outlasts the start timeout: the failed start left nothing armed behind.
-    const later = await s.invoke(fine.id, { sleep: 800 });
+    expect(await eventually(async () => (await containersOfFn(broken.id)).length === 0, 3000)).toBe(true);
+    // A call that outlasts the start timeout (its own start, then as long again):
+    // the failed start left nothing armed behind.
+    const later = await s.invoke(fine.id, { sleep: START_TIMEOUT_MS });
     expect(later.status).toBe(200);
     expect((await s.invoke(broken.id, {})).status).toBe(502);
   });

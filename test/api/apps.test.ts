@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startApi, type TestApi } from '../support/api.js';
 
 let api: TestApi;
@@ -171,12 +171,18 @@ describe('PUT /v2/apps/{appID}', () => {
 
   it('moves updated_at only when something changed', async () => {
     const app = await api.createApp({ name: 'u', config: { A: '1' } });
-    await new Promise((r) => setTimeout(r, 5));
-    const same = await api.call('PUT', `/v2/apps/${app.id}`, { config: { A: '1' } });
-    expect(same.body.updated_at).toBe(app.updated_at);
-    const changed = await api.call('PUT', `/v2/apps/${app.id}`, { config: { A: '2' } });
-    expect(changed.body.updated_at > app.updated_at).toBe(true);
-    expect(changed.body.created_at).toBe(app.created_at);
+    // A second later by the server's clock: any write now moves updated_at.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.parse(app.updated_at) + 1000);
+      const same = await api.call('PUT', `/v2/apps/${app.id}`, { config: { A: '1' } });
+      expect(same.body.updated_at).toBe(app.updated_at);
+      const changed = await api.call('PUT', `/v2/apps/${app.id}`, { config: { A: '2' } });
+      expect(changed.body.updated_at > app.updated_at).toBe(true);
+      expect(changed.body.created_at).toBe(app.created_at);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('accepts the whole record echoed back, as the fn CLI sends it', async () => {

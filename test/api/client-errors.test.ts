@@ -9,6 +9,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exchange, listenApi, type ListeningApi, type LogLine, type RawAnswer } from '../support/raw.js';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
 
 function expectFnAnswer(res: RawAnswer, status: number, message: string): void {
   expect({ status: res.status, json: res.json }, res.raw.slice(0, 300)).toEqual({ status, json: { message } });
@@ -62,8 +63,7 @@ describe('client errors on the API', () => {
     socket.resume();
     await once(socket, 'close');
     const logged = (): LogLine | undefined => api.logs.slice(before).find((l) => l.msg === 'connection closed before the request body was read');
-    const deadline = Date.now() + 5000;
-    while (!logged() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => logged() !== undefined, 5000, 20);
     expect(logged()).toMatchObject({ level: 20, method: 'POST', url: '/v2/apps' });
     expect(api.logs.slice(before).filter((l) => l.level >= 40)).toEqual([]);
   });

@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { OWNER_LABEL, TAG_LABEL } from '../../src/agent/index.js';
 import { docker, ensureNodeBaseImage } from '../support/images.js';
-import { containersOfRun } from '../support/leaks.js';
+import { containersOfRun } from '../support/containers.js';
 import { RUN_TAG_ENV } from '../support/tag.js';
 
 const made: string[] = [];

@@ -10,13 +10,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNER_LABEL } from '../../src/agent/index.js';
-import { compileConfig } from '../../src/config/index.js';
+import { containersOfOwner, fnShowsTitle, ownerOf } from '../support/containers.js';
 import { missingEntrypointImage, probeImage } from '../support/functions.js';
-import { docker } from '../support/images.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
-import { eventually } from '../support/server.js';
 import { testRunTag } from '../support/tag.js';
+import { eventually } from '../support/wait.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'fnts-stop-'));
@@ -27,10 +25,7 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function owned(dbUrl: string) {
-  const owner = compileConfig({ FN_DB_URL: dbUrl }).agent.owner;
-  return docker().listContainers({ all: true, filters: { label: [`${OWNER_LABEL}=${owner}`] } });
-}
+const owned = (dbUrl: string) => containersOfOwner(ownerOf(dbUrl));
 
 async function post(url: string, body: unknown): Promise<{ status: number; body: any }> {
   const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
@@ -78,7 +73,8 @@ describe('stopping the server', () => {
     expect(await eventually(async () => (await owned(dbUrl)).length > 0, 10_000, 20)).toBe(true);
     const t0 = Date.now();
     fnts.proc.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 200));
+    // The second signal once the first is heard, not both at once.
+    expect(await eventually(() => fnts.output().includes('shutting down: calls in flight'), 5000, 20)).toBe(true);
     const code = fnts.stop('SIGTERM');
     expect(await code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(6000);
@@ -87,23 +83,24 @@ describe('stopping the server', () => {
   }, 60_000);
 
   it('cuts calls still running after FNTS_DRAIN_TIMEOUT_MSECS and removes every container', async () => {
+    const DRAIN_MS = 1500;
     const dbUrl = `sqlite3://${join(dir, 'drain', 'fn.db')}`;
-    const fnts = await startFnts({ FN_DB_URL: dbUrl, FNTS_DRAIN_TIMEOUT_MSECS: '2000' });
+    const fnts = await startFnts({ FN_DB_URL: dbUrl, FNTS_DRAIN_TIMEOUT_MSECS: String(DRAIN_MS) });
     const quickFn = await probeFn(fnts, 'quick');
     const slowFn = await probeFn(fnts, 'slow');
     // Warm: both calls below find a container at once and are running when the signal comes.
     expect((await post(`${fnts.url}/invoke/${quickFn.id}`, {})).status).toBe(200);
     expect((await post(`${fnts.url}/invoke/${slowFn.id}`, {})).status).toBe(200);
-    const quick = post(`${fnts.url}/invoke/${quickFn.id}`, { sleep: 800 });
-    const slow = post(`${fnts.url}/invoke/${slowFn.id}`, { sleep: 20_000 });
-    await new Promise((r) => setTimeout(r, 200));
+    const quick = post(`${fnts.url}/invoke/${quickFn.id}`, { title: 'quick', sleep: 500 });
+    const slow = post(`${fnts.url}/invoke/${slowFn.id}`, { title: 'slow', sleep: 20_000 });
+    expect(await eventually(async () => (await fnShowsTitle(quickFn.id, 'quick')) && (await fnShowsTitle(slowFn.id, 'slow')), 5000, 20)).toBe(true);
     const t0 = Date.now();
     const code = fnts.stop('SIGTERM');
     // A call that ends within the drain time is answered as usual.
     expect((await quick).status).toBe(200);
     const cut = await slow;
     expect(cut).toEqual({ status: 503, body: { message: 'Service is shutting down' } });
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(1900);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(DRAIN_MS - 100);
     expect(await code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(6000);
     expect(await owned(dbUrl)).toEqual([]);
@@ -113,13 +110,15 @@ describe('stopping the server', () => {
 describe('a container that cannot start, in the real server', () => {
   it('answers 502 and the server keeps serving past the start timeout', async () => {
     const dbUrl = `sqlite3://${join(dir, 'broken', 'fn.db')}`;
-    const fnts = await startFnts({ FN_DB_URL: dbUrl, FN_HOT_START_TIMEOUT_MSECS: '300' });
+    const START_TIMEOUT_MS = 300;
+    const fnts = await startFnts({ FN_DB_URL: dbUrl, FN_HOT_START_TIMEOUT_MSECS: String(START_TIMEOUT_MS) });
     try {
       const broken = await probeFn(fnts, 'broken', noEntrypoint);
       const fine = await probeFn(fnts, 'fine');
       expect((await post(`${fnts.url}/invoke/${broken.id}`, {})).status).toBe(502);
-      // This call spans the moment the failed start's timer used to fire and end the process.
-      expect((await post(`${fnts.url}/invoke/${fine.id}`, { sleep: 800 })).status).toBe(200);
+      // This call (its own start, then as long as the start timeout) spans the
+      // moment the failed start's timer used to fire and end the process.
+      expect((await post(`${fnts.url}/invoke/${fine.id}`, { sleep: START_TIMEOUT_MS })).status).toBe(200);
       expect((await fetch(`${fnts.url}/version`)).status).toBe(200);
     } finally {
       expect(await fnts.stop()).toBe(0);

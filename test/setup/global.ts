@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { docker, dockerReachable, ensureNodeBaseImage } from '../support/images.js';
-import { containersOfRun } from '../support/leaks.js';
+import { containersOfRun } from '../support/containers.js';
 import { RUN_TAG_ENV } from '../support/tag.js';
 
 export default async function setup(): Promise<() => Promise<void>> {

@@ -3,6 +3,10 @@
  *
  * `probe` does what its JSON input asks, so one image covers every behaviour
  * the tests need:
+ *   {"title": "text"}        show text as the process title (`docker top`)
+ *                            the moment the call arrives: how a test sees,
+ *                            from outside, that the call is running. At most
+ *                            12 characters, the length of `node func.js`.
  *   {"sleep": ms}            answer after a while
  *   {"exit": code}           die in the middle of the call
  *   {"bytes": n}             answer with n bytes
@@ -36,6 +40,7 @@ if (process.env.MODE === 'never-ready') {
 function serve() {
   fdk.handle(async function (input, ctx) {
     const cmd = input && typeof input === 'object' ? input : {};
+    if (cmd.title) process.title = cmd.title;
     if (cmd.log) { process.stdout.write(cmd.log + ' (stdout)\\n'); process.stderr.write(cmd.log + ' (stderr)\\n'); }
     if (cmd.logBytes) process.stderr.write('y'.repeat(cmd.logBytes));
     if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));

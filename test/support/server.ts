@@ -2,16 +2,17 @@
  * A real fnts server in the test process: production wiring (startServer),
  * a temporary SQLite file, the real Docker driver and agent, a real port.
  * Helpers create apps and fns and call them over HTTP; containers are found
- * by this server's owner label.
+ * by this server's owner label, and its agent's queues show what each fn's
+ * calls are doing.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
-import { OWNER_LABEL } from '../../src/agent/index.js';
+import type { AgentSnapshot } from '../../src/agent/index.js';
 import { compileConfig, type Config } from '../../src/config/index.js';
 import { startServer, type RunningServer } from '../../src/server/index.js';
-import { docker } from './images.js';
+import { containersOfOwner } from './containers.js';
 import { testRunTag } from './tag.js';
 
 export interface Answer {
@@ -31,7 +32,10 @@ export interface TestServer {
   fn(app: any, image: string, extra?: Record<string, unknown>): Promise<any>;
   call(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }): Promise<Answer>;
   invoke(fnId: string, body?: unknown, headers?: Record<string, string>): Promise<Answer>;
-  containers(all?: boolean): Promise<Docker.ContainerInfo[]>;
+  /** Every container this server started, running or not. */
+  containers(): Promise<Docker.ContainerInfo[]>;
+  /** What the calls to `fnId` are doing now (waiting, starting, running), or undefined before its first call. */
+  queue(fnId: string): AgentSnapshot['queues'][number] | undefined;
   close(): Promise<void>;
 }
 
@@ -85,22 +89,11 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     app: (body = {}) => post('/v2/apps', { name: `app${apps++}`, ...body }),
     fn: (app, image, extra = {}) => post('/v2/fns', { app_id: app.id, name: `fn${fns++}`, image, ...extra }),
     invoke: (fnId, body = {}, headers = {}) => call(`/invoke/${fnId}`, { body, headers: { 'content-type': 'application/json', ...headers } }),
-    async containers(all = true) {
-      return docker().listContainers({ all, filters: { label: [`${OWNER_LABEL}=${config.agent.owner}`] } });
-    },
+    containers: () => containersOfOwner(config.agent.owner),
+    queue: (fnId) => server.agent!.snapshot().queues.find((q) => q.fnId === fnId),
     async close() {
       await server.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
-}
-
-/** Polls `check` until it returns true or `ms` pass; returns whether it did. */
-export async function eventually(check: () => Promise<boolean> | boolean, ms: number, every = 100): Promise<boolean> {
-  const until = Date.now() + ms;
-  for (;;) {
-    if (await check()) return true;
-    if (Date.now() > until) return false;
-    await new Promise((r) => setTimeout(r, every));
-  }
 }
