@@ -216,8 +216,10 @@ export class DockerDriver implements Driver {
         this.docker
           .getContainer(c.id)
           .remove({ force: true, v: true })
-          .catch((err: unknown) => {
-            if (statusCode(err) !== 404 && statusCode(err) !== 409) throw err;
+          .catch(async (err: unknown) => {
+            // 409: a removal is already under way (a cookie's close); it is done only when the container is gone.
+            if (statusCode(err) === 409) await untilGone(this.docker.getContainer(c.id));
+            else if (statusCode(err) !== 404) throw err;
           }),
       ),
     );
@@ -392,7 +394,8 @@ class DockerCookie implements Cookie {
       try {
         await this.container.remove({ force: true, v: true });
       } catch (err) {
-        if (statusCode(err) !== 404 && statusCode(err) !== 409) {
+        if (statusCode(err) === 409) await untilGone(this.container);
+        else if (statusCode(err) !== 404) {
           // The engine refused; retry once, since a leaked container is worse than a slow close.
           await this.container.remove({ force: true, v: true }).catch(() => undefined);
         }
@@ -400,6 +403,26 @@ class DockerCookie implements Cookie {
       if (!this.result) this.settle({ status: this.killedAs, exitCode: undefined, oomKilled: false, message: 'container removed before it ran' });
     })();
     return this.closing;
+  }
+}
+
+/** How long a removal someone else started may take before we stop waiting for it. */
+const REMOVAL_WAIT_MS = 10_000;
+
+/**
+ * Resolves once the engine no longer knows `container` (a removal already
+ * in progress has finished), or after REMOVAL_WAIT_MS: a server must not
+ * report a container removed while it still exists, nor hang on one.
+ */
+async function untilGone(container: Docker.Container): Promise<void> {
+  const end = Date.now() + REMOVAL_WAIT_MS;
+  while (Date.now() < end) {
+    try {
+      await container.inspect();
+    } catch (err) {
+      if (statusCode(err) === 404) return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
