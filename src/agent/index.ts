@@ -13,9 +13,8 @@ export type { CallListener, StartTimings } from './trace.js';
 export { functionSpec } from './spec.js';
 export type { FunctionSpec } from './spec.js';
 export type { RetireReason } from './hot.js';
-export type { CallBody, CallRequest, CallResponse } from './protocol/call.js';
-export { sameName, withoutHopHeaders } from './protocol/headers.js';
-export type { RawHeaders } from './protocol/headers.js';
+export { sameName, withoutHopHeaders } from './protocol/call.js';
+export type { CallBody, CallRequest, CallResponse, RawHeaders } from './protocol/call.js';
 export {
   computeCapacity,
   MB,

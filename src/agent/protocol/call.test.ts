@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rfc3339 } from './call.js';
-import { canonical, headerLists, withoutHopHeaders } from './headers.js';
+import { canonical, headerLists, rfc3339, withoutHopHeaders } from './call.js';
 
 describe('withoutHopHeaders', () => {
   it('drops hop-by-hop headers, those Connection names, and the one asked for', () => {

@@ -1,10 +1,14 @@
 /**
  * What travels between the agent and a function, whatever the format: the
- * call as the caller made it, the answer meant for the caller.
+ * call as the caller made it, the answer meant for the caller, and the
+ * header helpers every format and the invoke endpoints share, with the one
+ * list of hop-by-hop headers (never passed on between caller, agent and
+ * function: each hop frames its own).
  */
 import type { Readable } from 'node:stream';
-import type { Call } from '../../models/index.js';
-import type { RawHeaders } from './headers.js';
+import type { Call, RawHeaders } from '../../models/index.js';
+
+export type { RawHeaders } from '../../models/index.js';
 
 /** A call's request body: none, read whole, or a stream. */
 export type CallBody = Readable | Buffer | null;
@@ -51,6 +55,64 @@ export function responseLimit(maxResponseBytes: number): number {
 export interface Exchange {
   readonly response: Promise<CallResponse>;
   cancel(reason: unknown): void;
+}
+
+/** Lower-cases ASCII only when needed (most names compared here are short). */
+export function sameName(name: string, lower: string): boolean {
+  return name.length === lower.length && (name === lower || name.toLowerCase() === lower);
+}
+
+/** Headers that describe one connection hop and must not be forwarded (RFC 9110 7.6.1), and Host. */
+const HOP_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+const HOP_LENGTHS = new Set([...HOP_HEADERS].map((h) => h.length));
+
+/**
+ * True for names a request head written by the agent frames itself: the
+ * hop-by-hop ones, Content-Length and Expect.
+ */
+export function isFraming(lowerName: string): boolean {
+  return HOP_HEADERS.has(lowerName) || lowerName === 'content-length' || lowerName === 'expect';
+}
+
+/**
+ * Drops hop-by-hop headers (and those the Connection header names) from raw
+ * headers, and `also` when given. Runs twice per call: names are lower-cased
+ * only when their length matches a hop header's.
+ */
+export function withoutHopHeaders(raw: RawHeaders, also = ''): RawHeaders {
+  const out: RawHeaders = [];
+  let listed: string[] | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    const n = name.length;
+    if (HOP_LENGTHS.has(n) || n === also.length) {
+      const lower = name.toLowerCase();
+      if (lower === 'connection') listed = raw[i + 1]!.toLowerCase().split(',').map((x) => x.trim());
+      if (HOP_HEADERS.has(lower) || lower === also) continue;
+    }
+    out.push(name, raw[i + 1]!);
+  }
+  if (listed === undefined) return out;
+  // Headers the Connection header names are hop-by-hop too.
+  const named = listed;
+  const kept: RawHeaders = [];
+  for (let i = 0; i < out.length; i += 2) if (!named.includes(out[i]!.toLowerCase())) kept.push(out[i]!, out[i + 1]!);
+  return kept;
+}
+
+/** Go's canonical header form ("x-my-header" -> "X-My-Header"), as Fn and the FDKs write header names. */
+export function canonical(name: string): string {
+  return name.toLowerCase().replace(/(^|-)([a-z])/g, (_m, sep: string, c: string) => sep + c.toUpperCase());
+}
+
+/** Raw headers as a map of canonical names to value lists (the JSON formats' `headers`). */
+export function headerLists(raw: RawHeaders): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = canonical(raw[i]!);
+    (out[name] ??= []).push(raw[i + 1]!);
+  }
+  return out;
 }
 
 let rfcSecond = NaN;

@@ -11,8 +11,7 @@
  * trigger, only Fn-Http-H-X (as X) and Content-Type pass, and Fn-Http-Status
  * sets the status unless the function itself failed (>= 400).
  */
-import { bodyFraming, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
-import { canonical, sameName, type RawHeaders } from './headers.js';
+import { bodyFraming, canonical, rfc3339, sameName, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions, type RawHeaders } from './call.js';
 import { httpExchange, requestHead, type ContainerConnection } from './http1.js';
 
 function triggerRequestHeaders(req: CallRequest): RawHeaders {

@@ -13,9 +13,8 @@
 import { connect, type Socket } from 'node:net';
 import { Readable, type Duplex } from 'node:stream';
 import { ApiError, E, FunctionError } from '../../models/index.js';
-import { isFraming, sameName, withoutHopHeaders, type RawHeaders } from './headers.js';
+import { isFraming, sameName, withoutHopHeaders, type RawHeaders } from './call.js';
 
-export type { RawHeaders } from './headers.js';
 
 export interface ResponseHead {
   readonly status: number;

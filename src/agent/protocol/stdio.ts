@@ -20,8 +20,7 @@
  */
 import { Duplex, type Readable, type Writable } from 'node:stream';
 import { E, FunctionError } from '../../models/index.js';
-import { bodyFraming, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
-import { headerLists, type RawHeaders } from './headers.js';
+import { bodyFraming, headerLists, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions, type RawHeaders } from './call.js';
 import { ContainerConnection, httpExchange, requestHead } from './http1.js';
 
 /** stdin and stdout of a container as one duplex stream, for HTTP framing. */
