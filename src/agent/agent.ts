@@ -17,11 +17,11 @@ import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { AgentSettings } from '../config/index.js';
 import type { Driver } from '../drivers/index.js';
 import { ApiError, E, type Call, type CallOutcome, type ChangeFeed, type ResourceChange } from '../models/index.js';
 import { realClock, type Clock } from './clock.js';
 import { runColdCall } from './cold.js';
+import type { AgentConfig } from './settings.js';
 import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
 import type { HotContainer } from './hot.js';
@@ -33,26 +33,6 @@ import type { ResourceTracker } from './resource.js';
 import type { SlotStats } from './slots.js';
 import { functionSpec, type FunctionSpec } from './spec.js';
 import { CallTrace, type CallListener } from './trace.js';
-
-/** The agent's settings: the config's agent section as it is, plus this process's identity. */
-export type AgentConfig = Pick<
-  AgentSettings,
-  | 'freezeIdleMs'
-  | 'ejectIdleMs'
-  | 'hotPollMs'
-  | 'hotStartTimeoutMs'
-  | 'maxResponseBytes'
-  | 'maxLogBytes'
-  | 'iofsPath'
-  | 'owner'
-  | 'containerTag'
-  | 'nonBlockingResources'
-  | 'launchPolicy'
-  | 'statsIntervalMs'
-> & {
-  /** This process's identity (selfInstance()): see owner.ts. */
-  readonly instance: string;
-};
 
 export interface AgentOptions {
   readonly driver: Driver;

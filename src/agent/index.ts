@@ -3,7 +3,8 @@
  * launcher, evictor, cold path and the call path from invoke to answer.
  */
 export { Agent } from './agent.js';
-export type { AgentConfig, AgentOptions, AgentSnapshot } from './agent.js';
+export type { AgentOptions, AgentSnapshot } from './agent.js';
+export type { AgentConfig } from './settings.js';
 export { ManualClock, realClock } from './clock.js';
 export type { Clock, Timer } from './clock.js';
 export type { Invoker, RunningCall } from './invoker.js';

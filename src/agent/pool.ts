@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ContainerStartError, DriverError, ImageError, type Driver } from '../drivers/index.js';
 import { ApiError, E, FunctionError, newId } from '../models/index.js';
-import type { AgentConfig } from './agent.js';
+import type { AgentConfig } from './settings.js';
 import type { Clock, Timer } from './clock.js';
 import { HotContainer, type RetireReason } from './hot.js';
 import { ContainerOutput } from './logs.js';
