@@ -12,7 +12,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdtempSync, rmSync, chmodSync, watch, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, chmodSync, watch, existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -28,9 +28,18 @@ interface Figures {
   p99: number;
   errors: number;
   non2xx: number;
+  /** CPU the server process spent per answered call, in microseconds (when its pid was given). */
+  cpuUs?: number;
 }
 
-async function cannon(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number }): Promise<Figures> {
+/** User + system CPU of process `pid` so far, in microseconds (Linux /proc; clock ticks are 1/100 s). */
+function cpuOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+async function cannon(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number; pid?: number }): Promise<Figures> {
+  const cpu0 = opts.pid ? cpuOf(opts.pid) : 0;
   const result = await autocannon({
     url: opts.url,
     ...(opts.socketPath ? { socketPath: opts.socketPath } : {}),
@@ -47,6 +56,7 @@ async function cannon(opts: { url: string; socketPath?: string; connections: num
     p99: result.latency.p99,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
+    ...(opts.pid ? { cpuUs: (cpuOf(opts.pid) - cpu0) / Math.max(1, result.requests.total) } : {}),
   };
 }
 
@@ -137,8 +147,9 @@ async function main(): Promise<void> {
       const url = `${fnts.url}/invoke/${fn.id}`;
       process.stderr.write(`bench: fnts (${policy} launcher), 1 and 16 connections...\n`);
       await cannon({ url, connections: 1, seconds: 5 });
-      const c1 = policy === 'adaptive' ? await cannon({ url, connections: 1 }) : d1;
-      const c16 = await cannon({ url, connections: 16 });
+      const pid = fnts.proc.pid;
+      const c1 = policy === 'adaptive' ? await cannon({ url, connections: 1, pid }) : d1;
+      const c16 = await cannon({ url, connections: 16, pid });
       runs[policy] = { c1, c16, containers: await countContainers(`fnts.fn_id=${fn.id}`) };
 
       if (policy === 'adaptive') {
@@ -169,6 +180,7 @@ async function main(): Promise<void> {
   say(`fnts   16 conn: ${fmt(a.c16.rps)} req/s  p50 ${a.c16.p50} ms  p99 ${a.c16.p99} ms  errors ${a.c16.errors + a.c16.non2xx}  containers started ${a.containers}`);
   say(`ratio  1 conn: ${fmt((100 * a.c1.rps) / d1.rps, 1)}% of direct (goal >= 40%, aim 50%)`);
   say(`ratio 16 conn: ${fmt((100 * a.c16.rps) / d16.rps, 1)}% of direct`);
+  say(`fnts server CPU per call: ${fmt(a.c1.cpuUs ?? NaN)} us at 1 conn, ${fmt(a.c16.cpuUs ?? NaN)} us at 16 conn (less noisy than req/s on a shared machine)`);
   say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
 }
 

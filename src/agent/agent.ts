@@ -20,6 +20,7 @@ import type { Logger } from 'pino';
 import type { Driver } from '../drivers/index.js';
 import { ApiError, E, type Call, type CallOutcome, type ChangeFeed, type ResourceChange } from '../models/index.js';
 import { realClock, type Clock } from './clock.js';
+import { CallCancel } from './cancel.js';
 import { runColdCall } from './cold.js';
 import type { AgentConfig } from './settings.js';
 import { Evictor } from './evictor.js';
@@ -55,9 +56,9 @@ export interface AgentSnapshot {
   readonly queues: ReadonlyArray<SlotStats & { readonly fnId: string }>;
 }
 
-/** A call in progress: its one AbortSignal, its outcome on demand. */
+/** A call in progress: its one cancel, its outcome on demand. */
 class CallHandle implements RunningCall {
-  readonly controller = new AbortController();
+  readonly cancelled = new CallCancel();
   response!: Promise<CallResponse>;
   trace: CallTrace | undefined;
   private early: Promise<CallOutcome> | undefined;
@@ -77,7 +78,7 @@ class CallHandle implements RunningCall {
   }
 
   cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
-    this.controller.abort(reason);
+    this.cancelled.cancel(reason);
   }
 }
 
@@ -258,7 +259,7 @@ export class Agent implements Invoker, PoolHost {
       },
     });
     handle.trace = trace;
-    const signal = handle.controller.signal;
+    const signal = handle.cancelled;
     if (spec.format === 'default') return runColdCall(this, spec, req, signal, trace);
     let pool = this.pools.get(spec.key);
     if (!pool) this.pools.set(spec.key, (pool = new SlotPool(spec, this)));

@@ -9,9 +9,10 @@
 import { Writable } from 'node:stream';
 import type { Cookie, RunResult } from '../drivers/index.js';
 import { E, FunctionError, newId } from '../models/index.js';
+import type { CallCancel } from './cancel.js';
 import { ContainerOutput } from './logs.js';
 import { launchError, serverBusy, type PoolHost } from './pool.js';
-import type { CallRequest, CallResponse } from './protocol/call.js';
+import { responseLimit, type CallRequest, type CallResponse } from './protocol/call.js';
 import type { ResourceToken } from './resource.js';
 import { containerBase, type FunctionSpec } from './spec.js';
 import { startTimings, statusOf, type CallTrace } from './trace.js';
@@ -86,7 +87,9 @@ async function reserve(host: PoolHost, spec: FunctionSpec, signal: AbortSignal):
  * Fn's words. A cancel (`signal`) stops the preparation (an image pull) or
  * the container. The container is removed on every path.
  */
-export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallRequest, signal: AbortSignal, trace: CallTrace): Promise<CallResponse> {
+export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallRequest, cancel: CallCancel, trace: CallTrace): Promise<CallResponse> {
+  // A cold call is slow anyway: it takes the cancel as an AbortSignal.
+  const signal = cancel.signal;
   const deadline = new Date(Date.now() + spec.timeoutMs);
   let token: ResourceToken;
   try {
@@ -104,7 +107,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     stop ??= why;
     void cookie?.close();
   };
-  const stdout = new Collector(host.config.maxResponseBytes > 0 ? host.config.maxResponseBytes : Infinity, () => kill('too-big'));
+  const stdout = new Collector(responseLimit(host.config.maxResponseBytes), () => kill('too-big'));
   const onCancel = (): void => void cookie?.close();
   let timer: NodeJS.Timeout | undefined;
   host.adoptCold(id, () => cookie?.close());

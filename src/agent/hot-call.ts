@@ -9,13 +9,14 @@
  *                                                    then returns), or cut
  *                                                    it (server stopping)
  *
- * The call's one AbortSignal carries its cancel; what a cancel does depends
- * on the phase it finds. The deadline (the fn's timeout, counted from when
+ * The call's one cancel (CallCancel) reaches whoever acts in the current
+ * phase; what a cancel does depends on the phase it finds. The deadline (the fn's timeout, counted from when
  * a container was ready for the call if it waited for one past its slot
  * deadline) cuts the exchange and retires the container.
  */
 import type { Readable } from 'node:stream';
 import { ApiError, E, FunctionError } from '../models/index.js';
+import type { CallCancel } from './cancel.js';
 import type { HotContainer } from './hot.js';
 import type { SlotPool } from './pool.js';
 import { serverBusy } from './pool.js';
@@ -34,7 +35,7 @@ export function isHardCancel(reason: unknown): boolean {
  * Runs `req` on a container of `pool` until the slot deadline (503 Timed out
  * - server too busy) and the fn's timeout (504). `signal` is the call's cancel.
  */
-export async function runHotCall(pool: SlotPool, req: CallRequest, signal: AbortSignal, trace: CallTrace, statsIntervalMs: number): Promise<CallResponse> {
+export async function runHotCall(pool: SlotPool, req: CallRequest, signal: CallCancel, trace: CallTrace, statsIntervalMs: number): Promise<CallResponse> {
   const call = new HotCall(pool, req, signal, trace);
   return call.run(statsIntervalMs);
 }
@@ -54,7 +55,7 @@ class HotCall {
   constructor(
     private readonly pool: SlotPool,
     private readonly req: CallRequest,
-    private readonly signal: AbortSignal,
+    private readonly signal: CallCancel,
     private readonly trace: CallTrace,
   ) {
     this.spec = pool.spec;
@@ -91,8 +92,7 @@ class HotCall {
     this.phase = 'claimed';
     pool.queue.enter('run');
     this.runStart = performance.now();
-    const onAbort = (): void => this.onCancel(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
+    signal.listen((reason) => this.onCancel(reason));
     this.timer = setTimeout(() => {
       this.timedOut = true;
       this.exchange?.cancel(new FunctionError(E.CallTimeout));
@@ -100,7 +100,7 @@ class HotCall {
     try {
       return await this.exec(new Date(deadline), statsIntervalMs);
     } finally {
-      if ((this.phase as Phase) !== 'streaming') signal.removeEventListener('abort', onAbort);
+      if ((this.phase as Phase) !== 'streaming') signal.listen(undefined);
     }
   }
 
@@ -112,7 +112,7 @@ class HotCall {
   private async waitForContainer(): Promise<{ container: HotContainer; overdue: boolean }> {
     const slotTimeout = AbortSignal.timeout(Math.max(1, this.spec.timeoutMs / 2));
     try {
-      return await this.pool.acquire(this.signal, slotTimeout);
+      return await this.pool.acquire(this.signal.signal, slotTimeout);
     } catch (err) {
       if (this.signal.aborted) throw this.signal.reason;
       if (slotTimeout.aborted && (err as { name?: string } | null)?.name === 'TimeoutError') throw serverBusy();

@@ -22,6 +22,7 @@ import type { Clock, Timer } from './clock.js';
 import { HotContainer, type RetireReason } from './hot.js';
 import { ContainerOutput } from './logs.js';
 import { ResourceUnavailableError, type ResourceToken, type ResourceTracker } from './resource.js';
+import { responseLimit } from './protocol/call.js';
 import { needsContainer, seedNeedsContainer, SlotQueue } from './slots.js';
 import type { FunctionSpec } from './spec.js';
 
@@ -221,7 +222,7 @@ export class SlotPool {
         clock: host.clock,
         startTimeoutMs: host.config.hotStartTimeoutMs,
         freezeIdleMs: host.config.freezeIdleMs,
-        responseLimit: host.config.maxResponseBytes > 0 ? host.config.maxResponseBytes : Infinity,
+        responseLimit: responseLimit(host.config.maxResponseBytes),
         onRetired: (c, reason, detail) => this.onRetired(c, reason, detail),
         onIdleTimeout: (c) => {
           if (queue.remove(c)) void c.retire('idle', 'idle timeout');

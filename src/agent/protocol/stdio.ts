@@ -151,6 +151,11 @@ export class JsonChannel {
       }
       this.waiting = undefined;
       if (this.splitter.pending > 0) this.spent = true;
+      // An answer that arrived whole is held to the limit too (a partial one is checked below).
+      if (text.length * 3 > w.max && Buffer.byteLength(text) > w.max) {
+        w.reject(new FunctionError(E.FunctionResponseTooBig));
+        continue;
+      }
       try {
         w.resolve(JSON.parse(text));
       } catch (err) {
