@@ -77,6 +77,10 @@ class CallHandle implements RunningCall {
     return this.early;
   }
 
+  get log(): Promise<string> {
+    return this.trace ? this.trace.logText() : Promise.resolve('');
+  }
+
   cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
     this.cancelled.cancel(reason);
   }
@@ -95,7 +99,6 @@ function refusedOutcome(call: Call, err: unknown): CallOutcome {
     completedAt: now,
     timings: { wait_ms: 0, exec_ms: 0 },
     stats: [],
-    log: '',
   };
 }
 

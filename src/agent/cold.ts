@@ -155,8 +155,9 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
   } finally {
     clearTimeout(timer);
     signal.removeEventListener('abort', onCancel);
-    output.end();
     await cookie?.close();
+    // The container is gone: all its output has been delivered.
+    output.close();
     host.forgetCold(id);
     token.close();
   }

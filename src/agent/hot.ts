@@ -367,6 +367,8 @@ export class HotContainer {
       this.client = undefined;
       client?.destroy();
       await this.cookie?.close();
+      // The engine has delivered the container's last output.
+      this.o.output.close();
       this.o.token.close();
       await rm(this.o.dir, { recursive: true, force: true }).catch(() => undefined);
     })();

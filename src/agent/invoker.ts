@@ -22,6 +22,15 @@ export interface RunningCall {
    */
   readonly outcome: Promise<CallOutcome>;
   /**
+   * What the container wrote to stdout and stderr during the call (stderr
+   * only for the formats whose answer is stdout), capped at
+   * FN_MAX_LOG_SIZE_BYTES. Resolves once the container has moved on (its
+   * next call, its end, or a moment after this call: output travels through
+   * the engine and may trail the answer); '' when no container ran the call.
+   * Never rejects. Like `outcome`, ask only when it will be used.
+   */
+  readonly log: Promise<string>;
+  /**
    * Cancels the call (default reason: ClientCancelled): its response rejects
    * with the reason. A caller that leaves cancels softly (a function already
    * working on the call may finish it and keep its container); the reason

@@ -15,15 +15,37 @@ export interface LogSink {
 
 const MAX_LINE = 8 * 1024;
 
-/** What a container wrote during one call, up to `max` bytes; the rest is counted, not kept. */
+/**
+ * How long after a call ends its container's output still belongs to it,
+ * unless the container starts another call or ends first: output travels
+ * through the engine and may arrive a moment after the answer.
+ */
+export const LOG_GRACE_MS = 100;
+
+/**
+ * What a container wrote during one call, up to `max` bytes; the rest is
+ * counted, not kept. `closed` resolves with the text once the container has
+ * moved on (see ContainerOutput).
+ */
 export class CallLog {
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private dropped = 0;
+  private done = false;
+  private settle!: (text: string) => void;
+  readonly closed = new Promise<string>((resolve) => (this.settle = resolve));
 
   constructor(private readonly max: number) {}
 
+  /** No more output belongs to this call. Idempotent. */
+  close(): void {
+    if (this.done) return;
+    this.done = true;
+    this.settle(this.text());
+  }
+
   write(chunk: Buffer): void {
+    if (this.done) return;
     const room = this.max - this.size;
     if (room >= chunk.length) {
       this.chunks.push(chunk);
@@ -94,16 +116,17 @@ class OutputStream extends Writable {
 }
 
 /**
- * A container's output, attributed to the call it serves: set `current`
- * (and `callId`) when a call begins, clear them when it ends. What the
- * container writes between calls belongs to no call (it still reaches the
- * debug log).
+ * A container's output, attributed to the call it serves: from begin()
+ * until the container begins another call, ends (close()), or LOG_GRACE_MS
+ * after end(), whichever comes first. Output after that belongs to no call
+ * (it still reaches the debug log).
  */
 export class ContainerOutput implements LogSink {
   current: CallLog | undefined;
   callId: string | undefined;
   readonly stdout: Writable;
   readonly stderr: Writable;
+  private grace: NodeJS.Timeout | undefined;
 
   constructor(logger: Logger, fields: Record<string, string>) {
     const log = logger.isLevelEnabled('debug') ? logger.child(fields) : undefined;
@@ -113,13 +136,25 @@ export class ContainerOutput implements LogSink {
 
   /** The call `id` owns what comes next (its log when someone keeps it). */
   begin(id: string, log: CallLog | undefined): void {
+    this.close();
     this.callId = id;
     this.current = log;
   }
 
+  /** The call is over: its log closes after LOG_GRACE_MS, or sooner when the container moves on. */
   end(): void {
-    this.callId = undefined;
+    if (this.grace || !this.current) return;
+    this.grace = setTimeout(() => this.close(), LOG_GRACE_MS);
+    this.grace.unref();
+  }
+
+  /** The call's log closes now (the container ends, or begins another call). */
+  close(): void {
+    clearTimeout(this.grace);
+    this.grace = undefined;
+    this.current?.close();
     this.current = undefined;
+    this.callId = undefined;
   }
 
   /**

@@ -23,6 +23,8 @@ import { CallLog } from './logs.js';
 export interface CallListener {
   onCallStart?(call: Call): void;
   onCallEnd?(call: Call, outcome: CallOutcome): void;
+  /** What the container wrote during the call (capped), once its container has moved on: shortly after onCallEnd. */
+  onCallLog?(call: Call, log: string): void;
 }
 
 /** Calls `fn`, logging rather than passing on what it throws (the listener rules above). */
@@ -107,8 +109,33 @@ export class CallTrace {
   /** Where the container's output goes while it serves this call, when someone reads it. */
   log(): CallLog | undefined {
     if (!this.reading) return undefined;
-    return (this.callLog ??= new CallLog(this.o.maxLogBytes));
+    if (!this.callLog) {
+      const log = new CallLog(this.o.maxLogBytes);
+      this.callLog = log;
+      for (const resolve of this.pendingLog ?? []) void log.closed.then(resolve);
+      this.pendingLog = undefined;
+      if (this.o.listeners.some((l) => l.onCallLog)) {
+        void log.closed.then((text) => {
+          for (const l of this.o.listeners) if (l.onCallLog) guarded(this.o.log, 'onCallLog', () => l.onCallLog!(this.call, text));
+        });
+      }
+    }
+    return this.callLog;
   }
+
+  /**
+   * The call's log once its container has moved on; '' when the call never
+   * reached a container. Never rejects.
+   */
+  logText(): Promise<string> {
+    this.wanted = true;
+    if (this.callLog) return this.callLog.closed;
+    // Asked before a container took the call: the log is made when it does.
+    if (!this.ended) return new Promise((resolve) => (this.pendingLog ??= []).push(resolve));
+    return Promise.resolve('');
+  }
+
+  private pendingLog: Array<(text: string) => void> | undefined;
 
   /** Milliseconds since arrival, noted as the call's wait. */
   waited(): number {
@@ -149,6 +176,10 @@ export class CallTrace {
     if (this.ended) return;
     this.ended = { status, error, at: Date.now() };
     this.executed();
+    if (!this.callLog) {
+      for (const resolve of this.pendingLog ?? []) resolve('');
+      this.pendingLog = undefined;
+    }
     try {
       if (this.reading) {
         const outcome = this.build();
@@ -178,7 +209,6 @@ export class CallTrace {
       completedAt: new Date(at).toISOString(),
       timings,
       stats: decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
-      log: this.callLog?.text() ?? '',
     };
   }
 }

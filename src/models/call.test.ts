@@ -93,7 +93,6 @@ describe('Call as Fn models.Call JSON', () => {
       completedAt: '2026-11-23T10:00:20.100Z',
       timings: { wait_ms: 100, exec_ms: 20000 },
       stats: [],
-      log: '',
     });
     expect(record).toMatchObject({ id: '01JCALL', status: 'timeout', error: 'Timed out', path: '/t/shop/cart', app_name: 'shop', started_at: '2026-11-23T10:00:00.100Z' });
   });

@@ -285,8 +285,6 @@ export interface CallOutcome {
   readonly completedAt: string;
   readonly timings: CallTimings;
   readonly stats: readonly CallStat[];
-  /** What the container wrote to stdout/stderr during the call (stderr only for formats that answer on stdout), capped. */
-  readonly log: string;
 }
 
 export interface CallRecord {
