@@ -39,6 +39,14 @@ export interface Config {
   readonly drainTimeoutMs: number;
   readonly agent: AgentSettings;
 
+  // ---- call records (the calls API)
+  /** FNTS_CALL_RECORDS (on): keep a record and log of every call; `off` keeps none. */
+  readonly callRecords: boolean;
+  /** FN_CALL_RETENTION (7 days; Go durations such as 168h, 30m, or seconds): records older than this are removed. */
+  readonly callRetentionMs: number;
+  /** FNTS_CALL_RETENTION_PER_FN (10000): at most this many records are kept per fn, the newest. */
+  readonly callRetentionPerFn: number;
+
   // ---- how long a client may take to send its request (the HTTP server's own bounds)
   /** FNTS_REQUEST_HEADERS_TIMEOUT_MSECS (10000): from a request's first byte until its headers are in. */
   readonly requestHeadersTimeoutMs: number;
@@ -240,8 +248,27 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       owner,
       containerTag,
     }),
+    callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
+    callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
+    callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
   });
+}
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3600_000, d: 24 * 3600_000 };
+
+/** A duration as Go writes them (168h, 1h30m, 45s) or in 'd' days, or whole seconds; at least a second. */
+function duration(env: Env, name: string, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  let ms = NaN;
+  if (/^\d+$/.test(raw)) ms = Number(raw) * 1000;
+  else if (/^(\d+(\.\d+)?(ms|s|m|h|d))+$/.test(raw)) {
+    ms = 0;
+    for (const [, n, , unit] of raw.matchAll(/(\d+(\.\d+)?)(ms|s|m|h|d)/g)) ms += Number(n) * DURATION_UNITS[unit!]!;
+  }
+  if (!Number.isFinite(ms) || ms < 1000) throw new ConfigError(`${name}=${raw} is not a duration of at least a second; use e.g. 168h, 7d, 30m or a number of seconds`);
+  return ms;
 }
 
 /**

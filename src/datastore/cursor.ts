@@ -15,10 +15,10 @@ import { createHash } from 'node:crypto';
 import { ApiError, E } from '../models/index.js';
 
 /** What a cursor pages through. */
-export type CursorListing = 'apps' | 'fns' | 'triggers';
+export type CursorListing = 'apps' | 'fns' | 'triggers' | 'calls';
 
 const VERSION = 1;
-const LISTING_BYTE: Readonly<Record<CursorListing, number>> = { apps: 0x61, fns: 0x66, triggers: 0x74 };
+const LISTING_BYTE: Readonly<Record<CursorListing, number>> = { apps: 0x61, fns: 0x66, triggers: 0x74, calls: 0x63 };
 const CHECK_BYTES = 4;
 
 function check(bytes: Buffer): Buffer {

@@ -1,8 +1,10 @@
 /**
  * datastore/ — persistence of apps, fns and triggers behind the Datastore
- * interface; sql/ implements it on Kysely (SQLite embedded by default).
+ * interface, call records and logs behind the CallStore interface; sql/
+ * implements both on Kysely (SQLite embedded by default).
  */
 export type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from './datastore.js';
+export type { CallFilter, CallLogEntry, CallStore } from './calls.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
 export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, UnsupportedDatabaseError } from './sql/index.js';

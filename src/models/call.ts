@@ -243,7 +243,8 @@ export function callFromJson(json: unknown): Call {
 
 // ---- how a call ended
 
-export type CallStatus = 'success' | 'error' | 'timeout' | 'cancelled';
+/** Fn's call statuses: `queued` and `running` for a detached call not yet done. */
+export type CallStatus = 'queued' | 'running' | 'success' | 'error' | 'timeout' | 'cancelled';
 
 /** One sample of the container's use while the call ran (Fn's Stat). */
 export interface CallStat {

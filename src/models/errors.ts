@@ -100,6 +100,10 @@ export const E = Object.freeze({
   TriggerAppImmutable: def('TriggerAppImmutable', 409, 'Could not update - app_id is immutable'),
   TriggerTypeImmutable: def('TriggerTypeImmutable', 409, 'Could not update - type is immutable'),
   TriggerNotFound: def('TriggerNotFound', 404, 'Trigger not found'),
+  CallNotFound: def('CallNotFound', 404, 'Call not found'),
+  CallLogNotFound: def('CallLogNotFound', 404, 'Call log not found'),
+  InvalidFromTime: def('InvalidFromTime', 400, 'from_time is not an epoch time'),
+  InvalidToTime: def('InvalidToTime', 400, 'to_time is not an epoch time'),
   TriggerExists: def('TriggerExists', 409, 'Trigger already exists'),
   TriggerSourceExists: def('TriggerSourceExists', 409, 'Trigger with the same type and source exists on this app'),
 

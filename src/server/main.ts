@@ -7,11 +7,12 @@ import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { Agent, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
 import type { Config, NodeType } from '../config/index.js';
-import { openSqlDatastore, type Datastore } from '../datastore/index.js';
+import { openSqlDatastore, type SqlDatastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
 import { Changes } from '../models/index.js';
 import { InvokeHandler } from './invoke.js';
 import { FnLookup } from './lookup.js';
+import { CallRecorder } from './records.js';
 import { buildServer } from './server.js';
 
 export interface RunningServer {
@@ -57,9 +58,11 @@ interface RoleParts {
   /** Cuts calls in flight (abort) and releases everything (close). */
   readonly invoker?: Invoker;
   readonly agent?: Agent;
+  /** Keeps call records and logs; closed after the invoker, so the last calls are stored. */
+  readonly recorder?: CallRecorder;
 }
 
-type Wiring = (config: Config, logger: Logger, datastore: Datastore, changes: Changes) => Promise<RoleParts>;
+type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes) => Promise<RoleParts>;
 
 /**
  * One wiring per role (FN_NODE_TYPE). `full`: the API and the local agent
@@ -75,7 +78,12 @@ const ROLES: Record<NodeType, Wiring> = {
       logger.warn({ err }, 'the Docker engine does not answer: the API works, but calls fail until it does (start dockerd, or set DOCKER_HOST)');
     }
     const invoke = new InvokeHandler({ invoker: agent, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
-    return { invoke, invoker: agent, agent };
+    let recorder: CallRecorder | undefined;
+    if (config.callRecords) {
+      recorder = new CallRecorder({ store: datastore.calls, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn });
+      agent.addListener(recorder);
+    }
+    return { invoke, invoker: agent, agent, ...(recorder ? { recorder } : {}) };
   },
   async api() {
     return {};
@@ -83,17 +91,18 @@ const ROLES: Record<NodeType, Wiring> = {
 };
 
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
-  const datastore: Datastore = await openSqlDatastore(config.dbUrl);
+  const datastore = await openSqlDatastore(config.dbUrl);
   const changes = new Changes(logger);
   let parts: RoleParts = {};
   let app;
   try {
     parts = await ROLES[config.nodeType](config, logger, datastore, changes);
-    app = await buildServer({ config, datastore, logger, changes, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
+    app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();
     await parts.invoker?.close();
+    await parts.recorder?.close();
     await datastore.close();
     throw err;
   }
@@ -120,6 +129,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
           clearInterval(sweep);
         }
         await parts.invoker?.close();
+        await parts.recorder?.close();
         await datastore.close();
         logger.info('fnts stopped');
       })();

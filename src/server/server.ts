@@ -7,9 +7,10 @@ import type { Socket } from 'node:net';
 import { createRequire } from 'node:module';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Config } from '../config/index.js';
-import type { Datastore } from '../datastore/index.js';
+import type { CallStore, Datastore } from '../datastore/index.js';
 import { E, routeError, type Changes } from '../models/index.js';
 import { registerApi } from './api.js';
+import { registerCallsApi } from './calls.js';
 import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
 import { InvokeHandler } from './invoke.js';
 import { isResourcePath, pathOf, resource } from './routing.js';
@@ -23,6 +24,8 @@ export interface ServerDeps {
   readonly logger: FastifyBaseLogger;
   /** Where the API tells its changes (the lookup cache and the agent listen). */
   readonly changes?: Changes;
+  /** Call records and logs: serves the calls API. */
+  readonly calls?: CallStore;
   /** Serves /invoke and /t when this role runs functions. */
   readonly invoke?: InvokeHandler;
 }
@@ -144,6 +147,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     publicUrl: config.publicUrl,
     ...(deps.changes ? { changes: deps.changes } : {}),
   });
+  if (deps.calls) registerCallsApi(app, { datastore: deps.datastore, calls: deps.calls });
 
   await app.ready();
   return app;

@@ -75,7 +75,36 @@ const m0002: Migration = {
   },
 };
 
+// Call records and their logs (the calls API). A record is a JSON document
+// beside the columns it is found and ordered by; logs live apart, as Fn keeps them.
+const m0003: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('calls')
+      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
+      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('app_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('status', 'varchar(16)', (c) => c.notNull())
+      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('record', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('calls_fn_id_created_at_idx').on('calls').columns(['fn_id', 'created_at', 'id']).execute();
+    await db.schema.createIndex('calls_created_at_idx').on('calls').column('created_at').execute();
+    await db.schema
+      .createTable('call_logs')
+      .addColumn('call_id', 'varchar(64)', (c) => c.primaryKey())
+      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('log', 'text', (c) => c.notNull())
+      .execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('call_logs').execute();
+    await db.schema.dropTable('calls').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
+  '0003_calls': m0003,
 };

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { newAppFromJson, newFnFromJson } from '../../models/index.js';
+import { runCallStoreContract } from '../calls.contract.js';
 import { runDatastoreContract } from '../datastore.contract.js';
 import { openSqlDatastore, openSqlite, sqlitePath } from './dialects.js';
 import { migrations } from './migrations.js';
@@ -70,3 +71,6 @@ describe('sqlite datastore', () => {
     await expect(openSqlDatastore('mysql://u:p@host/db')).rejects.toThrow(/sqlite3:\/\/\/path\/to\/fn.db/);
   });
 });
+
+runCallStoreContract('sqlite in memory', () => openSqlite(':memory:'));
+runCallStoreContract('sqlite file', () => openSqlite(join(dir, `calls-${n++}.db`)));

@@ -6,54 +6,14 @@
 import { Migrator, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../models/index.js';
 import { ApiError, E } from '../../models/index.js';
-import type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from '../datastore.js';
-import { decodeCursor, encodeCursor, type CursorListing } from '../cursor.js';
+import type { AppFilter, Datastore, FnFilter, Page, TriggerFilter } from '../datastore.js';
+import { decodeCursor } from '../cursor.js';
+import { SqlCallStore } from './calls.js';
 import { migrations } from './migrations.js';
+import { limitOf, toPage } from './paging.js';
+import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 
-export interface AppsTable {
-  id: string;
-  name: string;
-  config: string;
-  annotations: string;
-  syslog_url: string | null;
-  shape: string;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface FnsTable {
-  id: string;
-  name: string;
-  app_id: string;
-  image: string;
-  memory: number;
-  timeout: number;
-  idle_timeout: number;
-  format: string;
-  config: string;
-  annotations: string;
-  shape: string;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface TriggersTable {
-  id: string;
-  name: string;
-  app_id: string;
-  fn_id: string;
-  type: string;
-  source: string;
-  annotations: string;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface Schema {
-  apps: AppsTable;
-  fns: FnsTable;
-  triggers: TriggersTable;
-}
+export type { AppsTable, CallLogsTable, CallsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 
 export class DatastoreClosedError extends Error {
   override readonly name = 'DatastoreClosedError';
@@ -145,17 +105,6 @@ const toTrigger = (r: Selectable<TriggersTable>): Trigger => ({
 });
 
 /** Splits one extra row off a `perPage + 1` query into the page and its cursor. */
-function toPage<R, T>(rows: R[], perPage: number, map: (r: R) => T, listing: CursorListing, cursorOf: (r: R) => string[]): Page<T> {
-  const more = rows.length > perPage;
-  const items = (more ? rows.slice(0, perPage) : rows).map(map);
-  const last = rows[perPage - 1];
-  return more && last !== undefined ? { items, nextCursor: encodeCursor(listing, cursorOf(last)) } : { items };
-}
-
-function limitOf(page: PageRequest): number {
-  return Math.min(Math.max(Math.trunc(page.perPage), 1), 100) + 1;
-}
-
 export interface SqlDatastoreOptions {
   /** Recognises a unique-constraint violation of this database driver. */
   isUniqueViolation(err: unknown): boolean;
@@ -165,11 +114,15 @@ export interface SqlDatastoreOptions {
 
 export class SqlDatastore implements Datastore {
   private closed = false;
+  /** Call records and logs, in the same database. */
+  readonly calls: SqlCallStore;
 
   private constructor(
     private readonly db: Kysely<Schema>,
     private readonly options: SqlDatastoreOptions,
-  ) {}
+  ) {
+    this.calls = new SqlCallStore(() => this.q);
+  }
 
   /** Opens the store on `db` and brings its schema up to date. */
   static async open(db: Kysely<Schema>, options: SqlDatastoreOptions): Promise<SqlDatastore> {

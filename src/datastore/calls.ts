@@ -1,0 +1,42 @@
+/**
+ * The CallStore keeps call records and their logs (Fn's calls API). Every
+ * implementation must pass `runCallStoreContract` (datastore/calls.contract.ts).
+ *
+ * Rules every implementation MUST keep:
+ * - Records are written in batches (insertCalls) by a writer off the call
+ *   path; writing a record whose id exists replaces it (a detached call's
+ *   record moves from queued to its outcome).
+ * - Lookups of a missing record throw `CallNotFound`, of a missing log
+ *   `CallLogNotFound`; a record of another fn is missing too.
+ * - Lists are newest first (created_at, then id, descending), `perPage` at
+ *   most, filtered by created_at within [fromTime, toTime] when given, and
+ *   carry `nextCursor` exactly when more items follow.
+ * - prune() removes records (and their logs) created before `before`, and
+ *   beyond the newest `perFn` records of each fn.
+ */
+import type { CallRecord } from '../models/index.js';
+import type { Page, PageRequest } from './datastore.js';
+
+export interface CallFilter extends PageRequest {
+  readonly fnId: string;
+  /** Only calls created at or after this time (RFC 3339). */
+  readonly fromTime?: string | undefined;
+  /** Only calls created at or before this time (RFC 3339). */
+  readonly toTime?: string | undefined;
+}
+
+export interface CallLogEntry {
+  readonly callId: string;
+  readonly fnId: string;
+  readonly log: string;
+}
+
+export interface CallStore {
+  insertCalls(records: readonly CallRecord[]): Promise<void>;
+  insertLogs(logs: readonly CallLogEntry[]): Promise<void>;
+  getCall(fnId: string, callId: string): Promise<CallRecord>;
+  listCalls(filter: CallFilter): Promise<Page<CallRecord>>;
+  getLog(fnId: string, callId: string): Promise<string>;
+  /** Returns how many records were removed. */
+  prune(before: string, perFn: number): Promise<number>;
+}

@@ -1,0 +1,64 @@
+/** The tables of the SQL datastore, as Kysely types them (migrations.ts creates them). */
+
+export interface AppsTable {
+  id: string;
+  name: string;
+  config: string;
+  annotations: string;
+  syslog_url: string | null;
+  shape: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface FnsTable {
+  id: string;
+  name: string;
+  app_id: string;
+  image: string;
+  memory: number;
+  timeout: number;
+  idle_timeout: number;
+  format: string;
+  config: string;
+  annotations: string;
+  shape: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface TriggersTable {
+  id: string;
+  name: string;
+  app_id: string;
+  fn_id: string;
+  type: string;
+  source: string;
+  annotations: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface CallsTable {
+  id: string;
+  fn_id: string;
+  app_id: string;
+  status: string;
+  created_at: string;
+  /** The CallRecord as JSON. */
+  record: string;
+}
+
+export interface CallLogsTable {
+  call_id: string;
+  fn_id: string;
+  log: string;
+}
+
+export interface Schema {
+  apps: AppsTable;
+  fns: FnsTable;
+  triggers: TriggersTable;
+  calls: CallsTable;
+  call_logs: CallLogsTable;
+}
