@@ -172,6 +172,25 @@ async function main(): Promise<void> {
     }
   }
 
+  // ---- the same adaptive server with call records off: what keeping records costs
+  let recordsOff: Figures | undefined;
+  {
+    const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
+    let fnts: FntsProcess | undefined;
+    try {
+      fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', FNTS_CALL_RECORDS: 'off' });
+      const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
+      const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
+      const url = `${fnts.url}/invoke/${fn.id}`;
+      process.stderr.write('bench: fnts with call records off, 1 connection...\n');
+      await cannon({ url, connections: 1, seconds: 5 });
+      recordsOff = await cannon({ url, connections: 1, pid: fnts.proc.pid });
+    } finally {
+      await fnts?.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+
   const a = runs['adaptive']!;
   const s = runs['seed']!;
   say(`direct  1 conn: ${fmt(d1.rps)} req/s  p50 ${d1.p50} ms  p99 ${d1.p99} ms`);
@@ -181,6 +200,10 @@ async function main(): Promise<void> {
   say(`ratio  1 conn: ${fmt((100 * a.c1.rps) / d1.rps, 1)}% of direct (goal >= 40%, aim 50%)`);
   say(`ratio 16 conn: ${fmt((100 * a.c16.rps) / d16.rps, 1)}% of direct`);
   say(`fnts server CPU per call: ${fmt(a.c1.cpuUs ?? NaN)} us at 1 conn, ${fmt(a.c16.cpuUs ?? NaN)} us at 16 conn (less noisy than req/s on a shared machine)`);
+  if (recordsOff) {
+    const cost = (100 * (recordsOff.rps - a.c1.rps)) / recordsOff.rps;
+    say(`call records at 1 conn: on ${fmt(a.c1.rps)} req/s (${fmt(a.c1.cpuUs ?? NaN)} us CPU per call), off ${fmt(recordsOff.rps)} req/s (${fmt(recordsOff.cpuUs ?? NaN)} us): records cost ${fmt(cost, 1)}% of throughput (goal <= 5%)`);
+  }
   say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
 }
 

@@ -67,6 +67,9 @@ export interface HotContainerOptions {
 
 const LISTENER = 'lsnr.sock';
 
+/** How long a broken exchange waits for the container's exit report, to say why it broke. */
+const EXIT_REPORT_MS = 1500;
+
 /** The container ended before its FDK was ready. */
 function initFailed(r: RunResult): FunctionError {
   return new FunctionError(E.ContainerInitFail, { message: `${E.ContainerInitFail.message} (${r.message ?? 'container exited'})` });
@@ -336,11 +339,14 @@ export class HotContainer {
    */
   async explain(err: unknown): Promise<unknown> {
     if (ApiError.is(err, E.FunctionResponse) && this.cookie) {
-      // A dying container's exit is reported within moments of its broken exchange.
+      // A dying container's exit is reported within moments of its broken
+      // exchange, once its last output is delivered (the driver allows that
+      // a second): an answer naming the cause is worth that wait on this
+      // failure path.
       let timer: NodeJS.Timeout | undefined;
       const result =
         this.exit ??
-        (await Promise.race([this.cookie.wait(), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 250)))]).finally(() => clearTimeout(timer)));
+        (await Promise.race([this.cookie.wait(), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), EXIT_REPORT_MS)))]).finally(() => clearTimeout(timer)));
       if (result && result.status !== 'success') {
         return new FunctionError(E.FunctionFailed, { message: `${E.FunctionFailed.message}: ${result.message ?? result.status}`, cause: err });
       }

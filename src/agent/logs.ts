@@ -115,6 +115,19 @@ class OutputStream extends Writable {
   }
 }
 
+/** Outputs whose call has ended, waiting for their grace to pass. */
+const ending = new Set<ContainerOutput>();
+let sweeper: NodeJS.Timeout | undefined;
+
+function sweep(): void {
+  const due = performance.now() - LOG_GRACE_MS;
+  for (const output of ending) if (output.endedAt <= due) output.close();
+  if (ending.size === 0 && sweeper) {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  }
+}
+
 /**
  * A container's output, attributed to the call it serves: from begin()
  * until the container begins another call, ends (close()), or LOG_GRACE_MS
@@ -126,7 +139,8 @@ export class ContainerOutput implements LogSink {
   callId: string | undefined;
   readonly stdout: Writable;
   readonly stderr: Writable;
-  private grace: NodeJS.Timeout | undefined;
+  /** performance.now() when the call ended (its log closes LOG_GRACE_MS later), while in `ending`. */
+  endedAt = 0;
 
   constructor(logger: Logger, fields: Record<string, string>) {
     const log = logger.isLevelEnabled('debug') ? logger.child(fields) : undefined;
@@ -143,15 +157,19 @@ export class ContainerOutput implements LogSink {
 
   /** The call is over: its log closes after LOG_GRACE_MS, or sooner when the container moves on. */
   end(): void {
-    if (this.grace || !this.current) return;
-    this.grace = setTimeout(() => this.close(), LOG_GRACE_MS);
-    this.grace.unref();
+    if (!this.current || ending.has(this)) return;
+    this.endedAt = performance.now();
+    ending.add(this);
+    // One sweep for every container, rather than a timer per call.
+    if (!sweeper) {
+      sweeper = setInterval(sweep, LOG_GRACE_MS / 2);
+      sweeper.unref();
+    }
   }
 
   /** The call's log closes now (the container ends, or begins another call). */
   close(): void {
-    clearTimeout(this.grace);
-    this.grace = undefined;
+    ending.delete(this);
     this.current?.close();
     this.current = undefined;
     this.callId = undefined;

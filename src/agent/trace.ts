@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
-import { ApiError, callStatus, FunctionError, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
+import { ApiError, callStatus, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
 import { CallLog } from './logs.js';
 
 /**
@@ -192,23 +192,27 @@ export class CallTrace {
   }
 
   private build(): CallOutcome {
+    // Built once per call when records are kept: plain assignments, no spreads.
     const { status, error, at } = this.ended!;
-    const timings: CallTimings = {
-      wait_ms: Math.round(this.waitMs),
-      exec_ms: Math.round(this.execMs),
-      ...(this.startTimings ?? {}),
-    };
-    return {
+    const start = this.startTimings;
+    const timings: CallTimings = start
+      ? { wait_ms: Math.round(this.waitMs), exec_ms: Math.round(this.execMs), image_ms: start.image_ms, create_ms: start.create_ms, start_ms: start.start_ms }
+      : { wait_ms: Math.round(this.waitMs), exec_ms: Math.round(this.execMs) };
+    const outcome: { -readonly [K in keyof CallOutcome]: CallOutcome[K] } = {
       id: this.call.id,
       status: callStatus(status),
       httpStatus: status,
-      ...(error !== undefined ? { error: error instanceof Error ? error.message : String(error) } : {}),
       errorUser: error instanceof FunctionError,
-      createdAt: new Date(this.call.createdAt).toISOString(),
-      ...(this.startedAt !== undefined ? { startedAt: new Date(this.startedAt).toISOString() } : {}),
-      completedAt: new Date(at).toISOString(),
+      createdAt: isoTime(this.call.createdAt),
+      completedAt: isoTime(at),
       timings,
-      stats: decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
+      stats:
+        this.samples.length === 0
+          ? []
+          : decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
     };
+    if (error !== undefined) outcome.error = error instanceof Error ? error.message : String(error);
+    if (this.startedAt !== undefined) outcome.startedAt = isoTime(this.startedAt);
+    return outcome;
   }
 }

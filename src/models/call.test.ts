@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { callFn, callFromJson, callRecord, callToJson, type Call } from './call.js';
+import { callFn, callFromJson, callRecord, callToJson, pathOf, type Call } from './call.js';
 import { newAppFromJson } from './app.js';
 import { newFnFromJson } from './fn.js';
 import { ApiError } from './errors.js';
@@ -95,5 +95,16 @@ describe('Call as Fn models.Call JSON', () => {
       stats: [],
     });
     expect(record).toMatchObject({ id: '01JCALL', status: 'timeout', error: 'Timed out', path: '/t/shop/cart', app_name: 'shop', started_at: '2026-11-23T10:00:00.100Z' });
+  });
+});
+
+describe('pathOf', () => {
+  it.each([
+    ['http://fnts.test/t/shop/cart?x=1', '/t/shop/cart'],
+    ['https://h:8080/invoke/01ABC', '/invoke/01ABC'],
+    ['http://h', '/'],
+    ['http://h/a#frag', '/a'],
+  ])('%s -> %s', (url, path) => {
+    expect(pathOf(url)).toBe(path);
   });
 });

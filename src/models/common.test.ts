@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newId } from './common.js';
+import { isoTime, newId } from './common.js';
 
 describe('newId', () => {
   it('makes unique 26-character Crockford ids that sort in creation order', () => {
@@ -16,5 +16,12 @@ describe('newId', () => {
     const ms = [...id.slice(0, 10)].reduce((t, c) => t * 32 + digits.indexOf(c), 0);
     expect(ms).toBeGreaterThanOrEqual(before);
     expect(ms).toBeLessThanOrEqual(Date.now());
+  });
+});
+
+describe('isoTime', () => {
+  it('formats like toISOString, across seconds, milliseconds and dates', () => {
+    const times = [0, 1, 999, 1000, 1763900000123, 1763900000999, 1763900001000, 1763900001005, 1763900000050.7, 253402300799999, 253402300800000, -1];
+    for (const ms of times) expect(isoTime(ms)).toBe(new Date(Math.floor(ms)).toISOString());
   });
 });

@@ -6,7 +6,7 @@ export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annot
 export type { Annotations } from './annotations.js';
 export { APP_SHAPES, appPatchFromJson, applyAppPatch, appToJson, newAppFromJson, validateAppName } from './app.js';
 export type { App, AppPatch, AppShape } from './app.js';
-export { newId, now } from './common.js';
+export { isoTime, newId, now } from './common.js';
 export type { ConfigMap } from './common.js';
 export { parseJsonObject } from './decode.js';
 export type { JsonObject } from './decode.js';

@@ -4,6 +4,7 @@
  * by id, and by time, with Fn's errors.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSqlDatastore } from '../../src/datastore/index.js';
 import { probeImage } from '../support/functions.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
@@ -84,5 +85,25 @@ describe('the calls API', () => {
     expect(text.text).toContain('second (stdout)');
     expect((await get(`/v2/fns/${fn.id}/calls/${ids[1]}/log`, { Accept: 'image/png' })).status).toBe(406);
     expect(await get(`/v2/fns/${fn.id}/calls/01NOPE/log`)).toMatchObject({ status: 404, json: { message: 'Call log not found' } });
+  });
+});
+
+describe('call records across a stop', () => {
+  it('stores the records and logs of the last calls before the server stops', async () => {
+    const s = await startTestServer();
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    const res = await s.invoke(fn.id, { log: 'just before the stop' });
+    const id = res.headers.get('fn-call-id')!;
+    // At once: the record is still in the recorder's buffer and the log still open.
+    await s.server.close();
+    const ds = await openSqlDatastore(s.config.dbUrl);
+    try {
+      expect(await ds.calls.getCall(fn.id, id)).toMatchObject({ id, status: 'success' });
+      expect(await ds.calls.getLog(fn.id, id)).toContain('just before the stop (stderr)');
+    } finally {
+      await ds.close();
+      await s.close();
+    }
   });
 });

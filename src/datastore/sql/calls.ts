@@ -8,28 +8,45 @@ import type { CallFilter, CallLogEntry, CallStore } from '../calls.js';
 import { decodeCursor } from '../cursor.js';
 import type { Page } from '../datastore.js';
 import { limitOf, toPage } from './paging.js';
-import type { Schema } from './schema.js';
+import type { CallLogsTable, CallsTable, Schema } from './schema.js';
 
 /** Rows per INSERT statement: SQLite allows 32766 bound values, 6 per row. */
 const INSERT_CHUNK = 500;
 
+/** A database's own fast way to write batches of rows (see openSqlite); each batch is one transaction. */
+export interface BatchWriter {
+  calls(rows: readonly CallsTable[]): Promise<void>;
+  logs(rows: readonly CallLogsTable[]): Promise<void>;
+  /** Finishes the batches in flight and releases the writer. Idempotent. */
+  close(): Promise<void>;
+}
+
+const callRow = (r: CallRecord): CallsTable => ({
+  id: r.id,
+  fn_id: r.fn_id,
+  app_id: r.app_id,
+  status: r.status,
+  created_at: r.created_at,
+  record: JSON.stringify(r),
+});
+
 export class SqlCallStore implements CallStore {
-  constructor(private readonly db: () => Kysely<Schema>) {}
+  constructor(
+    private readonly db: () => Kysely<Schema>,
+    private readonly writer?: BatchWriter,
+  ) {}
 
   async insertCalls(records: readonly CallRecord[]): Promise<void> {
     if (records.length === 0) return;
+    if (this.writer) {
+      this.db(); // throws once closed
+      return this.writer.calls(records.map(callRow));
+    }
     await this.db()
       .transaction()
       .execute(async (trx) => {
         for (let i = 0; i < records.length; i += INSERT_CHUNK) {
-          const rows = records.slice(i, i + INSERT_CHUNK).map((r) => ({
-            id: r.id,
-            fn_id: r.fn_id,
-            app_id: r.app_id,
-            status: r.status,
-            created_at: r.created_at,
-            record: JSON.stringify(r),
-          }));
+          const rows = records.slice(i, i + INSERT_CHUNK).map(callRow);
           await trx
             .insertInto('calls')
             .values(rows)
@@ -41,6 +58,10 @@ export class SqlCallStore implements CallStore {
 
   async insertLogs(logs: readonly CallLogEntry[]): Promise<void> {
     if (logs.length === 0) return;
+    if (this.writer) {
+      this.db();
+      return this.writer.logs(logs.map((l) => ({ call_id: l.callId, fn_id: l.fnId, log: l.log })));
+    }
     await this.db()
       .transaction()
       .execute(async (trx) => {
@@ -53,6 +74,11 @@ export class SqlCallStore implements CallStore {
             .execute();
         }
       });
+  }
+
+  /** Finishes writes in flight (the batch writer's). */
+  async close(): Promise<void> {
+    await this.writer?.close();
   }
 
   async getCall(fnId: string, callId: string): Promise<CallRecord> {

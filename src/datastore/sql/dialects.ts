@@ -6,6 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
+import { inPlaceWriter, workerWriter } from './sqlite-writer.js';
 import { SqlDatastore, type Schema } from './store.js';
 
 export class UnsupportedDatabaseError extends Error {
@@ -35,7 +36,11 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
   const db = new Kysely<Schema>({ dialect: new SqliteDialect({ database }) });
-  return SqlDatastore.open(db, { isUniqueViolation: isSqliteUniqueViolation });
+  return SqlDatastore.open(db, {
+    isUniqueViolation: isSqliteUniqueViolation,
+    // Made once the schema exists: records of a file database are written by a thread of their own.
+    batchWriter: () => (path === ':memory:' ? inPlaceWriter(database) : workerWriter(path)),
+  });
 }
 
 export async function openSqlDatastore(url: string): Promise<SqlDatastore> {

@@ -8,7 +8,7 @@ import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../mo
 import { ApiError, E } from '../../models/index.js';
 import type { AppFilter, Datastore, FnFilter, Page, TriggerFilter } from '../datastore.js';
 import { decodeCursor } from '../cursor.js';
-import { SqlCallStore } from './calls.js';
+import { SqlCallStore, type BatchWriter } from './calls.js';
 import { migrations } from './migrations.js';
 import { limitOf, toPage } from './paging.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
@@ -110,6 +110,8 @@ export interface SqlDatastoreOptions {
   isUniqueViolation(err: unknown): boolean;
   /** Releases the driver's own resources after Kysely is destroyed. */
   onClose?: () => Promise<void> | void;
+  /** The database's fast batch writes of call records, made once the schema is migrated. */
+  batchWriter?: () => BatchWriter;
 }
 
 export class SqlDatastore implements Datastore {
@@ -121,7 +123,7 @@ export class SqlDatastore implements Datastore {
     private readonly db: Kysely<Schema>,
     private readonly options: SqlDatastoreOptions,
   ) {
-    this.calls = new SqlCallStore(() => this.q);
+    this.calls = new SqlCallStore(() => this.q, options.batchWriter?.());
   }
 
   /** Opens the store on `db` and brings its schema up to date. */
@@ -354,6 +356,7 @@ export class SqlDatastore implements Datastore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.calls.close();
     await this.db.destroy();
     await this.options.onClose?.();
   }
