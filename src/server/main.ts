@@ -13,6 +13,7 @@ import { Changes } from '../models/index.js';
 import { InvokeHandler } from './invoke.js';
 import { FnLookup } from './lookup.js';
 import { CallRecorder } from './records.js';
+import { SyslogForwarder } from './syslog.js';
 import { buildServer } from './server.js';
 
 export interface RunningServer {
@@ -60,6 +61,8 @@ interface RoleParts {
   readonly agent?: Agent;
   /** Keeps call records and logs; closed after the invoker, so the last calls are stored. */
   readonly recorder?: CallRecorder;
+  /** Sends function logs to apps' syslog_url; closed after the invoker. */
+  readonly syslog?: SyslogForwarder;
 }
 
 type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes) => Promise<RoleParts>;
@@ -83,7 +86,9 @@ const ROLES: Record<NodeType, Wiring> = {
       recorder = new CallRecorder({ store: datastore.calls, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn });
       agent.addListener(recorder);
     }
-    return { invoke, invoker: agent, agent, ...(recorder ? { recorder } : {}) };
+    const syslog = new SyslogForwarder(logger.child({ module: 'syslog' }));
+    agent.addListener(syslog);
+    return { invoke, invoker: agent, agent, syslog, ...(recorder ? { recorder } : {}) };
   },
   async api() {
     return {};
@@ -130,6 +135,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         }
         await parts.invoker?.close();
         await parts.recorder?.close();
+        parts.syslog?.close();
         await datastore.close();
         logger.info('fnts stopped');
       })();
