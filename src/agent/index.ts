@@ -3,6 +3,8 @@
  * launcher, evictor, cold path and the call path from invoke to answer.
  */
 export { Agent } from './agent.js';
+export { AsyncWorkers, retryDelayMs } from './async.js';
+export type { AsyncWorkersOptions } from './async.js';
 export type { AgentOptions, AgentSnapshot } from './agent.js';
 export type { AgentConfig } from './settings.js';
 export { ManualClock, realClock } from './clock.js';

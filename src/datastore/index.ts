@@ -8,3 +8,4 @@ export type { CallFilter, CallLogEntry, CallStore } from './calls.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
 export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, UnsupportedDatabaseError } from './sql/index.js';
+export type { Schema as SqlSchema } from './sql/index.js';

@@ -300,9 +300,30 @@ export interface CallRecord {
   readonly path: string;
   readonly created_at: string;
   readonly started_at?: string;
-  readonly completed_at: string;
+  /** Absent while a detached call waits in the queue. */
+  readonly completed_at?: string;
   readonly stats: readonly CallStat[];
   readonly timings: CallTimings;
+  /** Detached calls: how many times the call ran (retries included). */
+  readonly attempts?: number;
+}
+
+/** The record of a detached call waiting in the queue (after `attempts` runs, the last failing with `error`). */
+export function queuedRecord(call: Call, attempts = 0, error?: string): CallRecord {
+  const record: { -readonly [K in keyof CallRecord]: CallRecord[K] } = {
+    id: call.id,
+    status: 'queued',
+    app_id: call.fn.appId,
+    app_name: call.fn.appName,
+    fn_id: call.fn.fnId,
+    path: pathOf(call.url),
+    created_at: new Date(call.createdAt).toISOString(),
+    stats: [],
+    timings: { wait_ms: 0, exec_ms: 0 },
+    attempts,
+  };
+  if (error !== undefined) record.error = error;
+  return record;
 }
 
 /** The path of an absolute URL as the caller sent it ('/' when it has none): cheaper than parsing a URL per call. */

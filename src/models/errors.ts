@@ -101,6 +101,7 @@ export const E = Object.freeze({
   TriggerTypeImmutable: def('TriggerTypeImmutable', 409, 'Could not update - type is immutable'),
   TriggerNotFound: def('TriggerNotFound', 404, 'Trigger not found'),
   CallNotFound: def('CallNotFound', 404, 'Call not found'),
+  CallNotQueued: def('CallNotQueued', 503, 'The call could not be queued; try again'),
   CallLogNotFound: def('CallLogNotFound', 404, 'Call log not found'),
   InvalidFromTime: def('InvalidFromTime', 400, 'from_time is not an epoch time'),
   InvalidToTime: def('InvalidToTime', 400, 'to_time is not an epoch time'),

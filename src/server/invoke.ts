@@ -15,13 +15,21 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, withoutHopHeaders, type CallResponse, type Invoker } from '../agent/index.js';
-import { ApiError, E, newId, routeError } from '../models/index.js';
+import { ApiError, E, newId, routeError, type Call, type CallFn } from '../models/index.js';
 import { toHttpError } from './errors.js';
 import type { FnLookup, Target } from './lookup.js';
+
+/** Takes detached calls (Fn-Invoke-Type: detached): persists them before the caller hears 202. */
+export interface DetachedIntake {
+  /** Resolves once the call is durable; throws (503) when it could not be kept. */
+  accept(call: Call, body: Buffer): Promise<void>;
+}
 
 export interface InvokeDeps {
   /** Runs the calls: the local agent, or (on an LB) runners. */
   readonly invoker: Invoker;
+  /** Where detached calls go; without one they run as synchronous calls. */
+  readonly detached?: DetachedIntake;
   readonly lookup: FnLookup;
   readonly logger: Logger;
   /** FN_MAX_REQUEST_SIZE; 0 = no limit. */
@@ -144,6 +152,10 @@ export class InvokeHandler {
     }
     const { fn, triggerId } = target instanceof Promise ? await target : target;
 
+    if (framing.detached && this.deps.detached) {
+      await this.acceptDetached(req, res, framing, callId, fn, triggerId, rawUrl);
+      return;
+    }
     const { body, length } = await this.requestBody(req, framing);
     const tls = (req.socket as { encrypted?: boolean }).encrypted;
     const call = this.deps.invoker.invoke(
@@ -165,6 +177,46 @@ export class InvokeHandler {
       if (!res.writableFinished) call.cancel();
     });
     writeAnswer(res, callId, await call.response, this.log);
+  }
+
+  /**
+   * A detached call: its whole body is read (within FN_MAX_REQUEST_SIZE), the
+   * call persisted, and only then is the caller answered 202 with its id.
+   */
+  private async acceptDetached(
+    req: IncomingMessage,
+    res: ServerResponse,
+    framing: RequestFraming,
+    callId: string,
+    fn: CallFn,
+    triggerId: string | undefined,
+    rawUrl: string,
+  ): Promise<void> {
+    const { body } = await this.requestBody(req, framing);
+    let whole: Buffer;
+    if (body === null) whole = Buffer.alloc(0);
+    else if (Buffer.isBuffer(body)) whole = body;
+    else {
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) chunks.push(chunk as Buffer);
+      whole = Buffer.concat(chunks);
+    }
+    const tls = (req.socket as { encrypted?: boolean }).encrypted;
+    await this.deps.detached!.accept(
+      {
+        id: callId,
+        type: 'detached',
+        fn,
+        triggerId,
+        method: req.method ?? 'POST',
+        url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
+        headers: withoutHeader(withoutHopHeaders(req.rawHeaders, 'content-length'), 'fn-invoke-type'),
+        createdAt: Date.now(),
+      },
+      whole,
+    );
+    res.writeHead(202, ['Fn-Call-Id', callId, 'Content-Length', '0']);
+    res.end();
   }
 
   /**
@@ -269,10 +321,19 @@ function discardRest(req: IncomingMessage): void {
   req.resume();
 }
 
+/** Raw headers without those named `lower`. */
+function withoutHeader(raw: string[], lower: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) if (!sameName(raw[i]!, lower)) out.push(raw[i]!, raw[i + 1]!);
+  return out;
+}
+
 interface RequestFraming {
   readonly length: number | undefined;
   readonly chunked: boolean;
   readonly host: string | undefined;
+  /** Fn-Invoke-Type: detached */
+  readonly detached: boolean;
 }
 
 /** Content-Length, Transfer-Encoding and Host, read from raw headers in one pass. */
@@ -280,13 +341,15 @@ function requestFraming(raw: string[]): RequestFraming {
   let length: number | undefined;
   let chunked = false;
   let host: string | undefined;
+  let detached = false;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     if (sameName(name, 'content-length')) length = Number(raw[i + 1]);
     else if (sameName(name, 'transfer-encoding')) chunked = true;
     else if (sameName(name, 'host')) host = raw[i + 1];
+    else if (sameName(name, 'fn-invoke-type')) detached = raw[i + 1]!.trim().toLowerCase() === 'detached';
   }
-  return { length, chunked, host };
+  return { length, chunked, host, detached };
 }
 
 /** The function's answer as the caller gets it, plus Fn-Call-Id. */

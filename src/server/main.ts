@@ -5,7 +5,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
-import { Agent, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
+import { Agent, AsyncWorkers, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
 import type { Config, NodeType } from '../config/index.js';
 import { openSqlDatastore, type SqlDatastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
@@ -14,6 +14,8 @@ import { InvokeHandler } from './invoke.js';
 import { FnLookup } from './lookup.js';
 import { CallRecorder } from './records.js';
 import { SyslogForwarder } from './syslog.js';
+import { QueueIntake } from './detached.js';
+import { SqlQueue } from '../mq/index.js';
 import { buildServer } from './server.js';
 
 export interface RunningServer {
@@ -63,6 +65,8 @@ interface RoleParts {
   readonly recorder?: CallRecorder;
   /** Sends function logs to apps' syslog_url; closed after the invoker. */
   readonly syslog?: SyslogForwarder;
+  /** Run detached calls from the queue; stop leasing first, their calls end with the invoker's. */
+  readonly workers?: AsyncWorkers;
 }
 
 type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes) => Promise<RoleParts>;
@@ -80,7 +84,6 @@ const ROLES: Record<NodeType, Wiring> = {
     } catch (err) {
       logger.warn({ err }, 'the Docker engine does not answer: the API works, but calls fail until it does (start dockerd, or set DOCKER_HOST)');
     }
-    const invoke = new InvokeHandler({ invoker: agent, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
     let recorder: CallRecorder | undefined;
     if (config.callRecords) {
       recorder = new CallRecorder({ store: datastore.calls, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn });
@@ -88,7 +91,20 @@ const ROLES: Record<NodeType, Wiring> = {
     }
     const syslog = new SyslogForwarder(logger.child({ module: 'syslog' }));
     agent.addListener(syslog);
-    return { invoke, invoker: agent, agent, syslog, ...(recorder ? { recorder } : {}) };
+    // Detached calls: the embedded queue in the same database, run by the agent's async workers.
+    const queue = new SqlQueue(() => datastore.database());
+    const workers = new AsyncWorkers({
+      invoker: agent,
+      queue,
+      resources: agent.resources,
+      log: logger.child({ module: 'async' }),
+      record: (r) => recorder?.put(r),
+      instance: agent.config.instance,
+    });
+    workers.start();
+    const detached = new QueueIntake(queue, recorder ? datastore.calls : undefined, workers, logger.child({ module: 'async' }));
+    const invoke = new InvokeHandler({ invoker: agent, detached, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
+    return { invoke, invoker: agent, agent, syslog, workers, ...(recorder ? { recorder } : {}) };
   },
   async api() {
     return {};
@@ -106,7 +122,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();
-    await parts.invoker?.close();
+    await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
     await parts.recorder?.close();
     await datastore.close();
     throw err;
@@ -133,7 +149,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         } finally {
           clearInterval(sweep);
         }
-        await parts.invoker?.close();
+        await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
         await parts.recorder?.close();
         parts.syslog?.close();
         await datastore.close();

@@ -42,6 +42,12 @@ export class CallRecorder implements CallListener {
     this.schedule();
   }
 
+  /** Keeps `record` (written after the records before it: a later one of the same call wins). */
+  put(record: CallRecord): void {
+    this.records.push(record);
+    this.schedule();
+  }
+
   onCallLog(call: Call, log: string): void {
     if (log === '') return;
     this.logs.push({ callId: call.id, fnId: call.fn.fnId, log });

@@ -1,2 +1,3 @@
 export { openSqlDatastore, openSqlite, sqlitePath, UnsupportedDatabaseError } from './dialects.js';
 export { DatastoreClosedError, SqlDatastore } from './store.js';
+export type { Schema } from './schema.js';

@@ -103,8 +103,34 @@ const m0003: Migration = {
   },
 };
 
+// The embedded queue of detached calls (mq/sql.ts), in the same database.
+const m0004: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('mq')
+      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
+      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('call_json', 'text', (c) => c.notNull())
+      .addColumn('body', 'blob', (c) => c.notNull())
+      .addColumn('attempts', 'integer', (c) => c.notNull())
+      .addColumn('max_attempts', 'integer', (c) => c.notNull())
+      .addColumn('state', 'varchar(16)', (c) => c.notNull())
+      .addColumn('enqueued_at', 'bigint', (c) => c.notNull())
+      .addColumn('available_at', 'bigint', (c) => c.notNull())
+      .addColumn('lease_until', 'bigint', (c) => c.notNull())
+      .addColumn('leased_by', 'varchar(255)')
+      .addColumn('reason', 'text')
+      .execute();
+    await db.schema.createIndex('mq_state_available_idx').on('mq').columns(['state', 'available_at', 'enqueued_at']).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('mq').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
   '0003_calls': m0003,
+  '0004_mq': m0004,
 };

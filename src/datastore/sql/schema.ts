@@ -55,10 +55,28 @@ export interface CallLogsTable {
   log: string;
 }
 
+export interface MqTable {
+  id: string;
+  fn_id: string;
+  call_json: string;
+  body: Buffer;
+  attempts: number;
+  max_attempts: number;
+  /** ready | leased | dead */
+  state: string;
+  enqueued_at: number;
+  available_at: number;
+  lease_until: number;
+  /** The worker's process (owner.ts's instance) while leased. */
+  leased_by: string | null;
+  reason: string | null;
+}
+
 export interface Schema {
   apps: AppsTable;
   fns: FnsTable;
   triggers: TriggersTable;
   calls: CallsTable;
   call_logs: CallLogsTable;
+  mq: MqTable;
 }

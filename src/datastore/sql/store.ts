@@ -13,7 +13,7 @@ import { migrations } from './migrations.js';
 import { limitOf, toPage } from './paging.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 
-export type { AppsTable, CallLogsTable, CallsTable, FnsTable, Schema, TriggersTable } from './schema.js';
+export type { AppsTable, CallLogsTable, CallsTable, FnsTable, MqTable, Schema, TriggersTable } from './schema.js';
 
 export class DatastoreClosedError extends Error {
   override readonly name = 'DatastoreClosedError';
@@ -140,6 +140,11 @@ export class SqlDatastore implements Datastore {
       throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
     return new SqlDatastore(db, options);
+  }
+
+  /** The database itself, for the embedded queue that shares it (mq/sql.ts). Throws once closed. */
+  database(): Kysely<Schema> {
+    return this.q;
   }
 
   private get q(): Kysely<Schema> {

@@ -1,0 +1,183 @@
+/**
+ * The agent's async workers (seed 002: "check the mq for any async calls,
+ * and submit them"): while the resource tracker's async area is below its
+ * high-water mark, lease the oldest detached call from the queue, run it as
+ * `detached` (async area only, never the sync reserve), keep its lease alive
+ * while it runs, then settle it:
+ *
+ *   succeeded, or refused for the caller's fault (4xx)  -> ack
+ *   "server too busy"                                    -> ready again, no attempt counted
+ *   failed by the function (5xx, crash, OOM, timeout)    -> retry after a backoff with jitter,
+ *                                                           or dead after its last attempt
+ *
+ * A worker that dies leaves its leases to expire: the calls run again
+ * (at-least-once). Records of the call (queued between attempts, its final
+ * outcome with the attempt count) go to `record`.
+ */
+import type { Logger } from 'pino';
+import { ApiError, callFromJson, callRecord, E, queuedRecord, type Call, type CallOutcome, type CallRecord } from '../models/index.js';
+import type { Queue, QueuedCall } from '../mq/index.js';
+import type { Invoker } from './invoker.js';
+import { instanceAlive } from './owner.js';
+import type { ResourceTracker } from './resource.js';
+
+/** Added to a call's timeout for its lease: a worker alive renews it long before. */
+const LEASE_HEADROOM_MS = 30_000;
+const IDLE_POLL_MS = 200;
+const MAX_IN_FLIGHT = 64;
+
+/** Exponential backoff with full jitter: up to 1 s, 2 s, 4 s ... (at most a minute) after attempt n. */
+export function retryDelayMs(attempt: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(60_000, 1000 * 2 ** Math.max(0, attempt - 1));
+  return Math.round(ceiling / 2 + (random() * ceiling) / 2);
+}
+
+export interface AsyncWorkersOptions {
+  readonly invoker: Invoker;
+  readonly queue: Queue;
+  readonly resources: ResourceTracker;
+  readonly log: Logger;
+  /** Told every record to keep: queued between attempts, and the last outcome. Must not throw. */
+  readonly record: (record: CallRecord) => void;
+  /** This process (owner.ts's instance): the holder of its leases. */
+  readonly instance: string;
+  /** Tells whether another instance's process runs (default: owner.ts's instanceAlive). */
+  readonly isInstanceAlive?: (instance: string) => boolean | undefined;
+}
+
+export class AsyncWorkers {
+  private readonly stop = new AbortController();
+  private readonly running = new Set<Promise<void>>();
+  private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+
+  constructor(private readonly o: AsyncWorkersOptions) {}
+
+  /** Takes back the calls a dead instance of this server held (killed mid-call), then starts leasing. */
+  start(): void {
+    this.loop ??= (async () => {
+      const alive = this.o.isInstanceAlive ?? instanceAlive;
+      try {
+        const released = await this.o.queue.releaseDead((holder) => holder !== this.o.instance && alive(holder) === false);
+        if (released > 0) this.o.log.info({ released }, 'detached calls of a server that died run again');
+      } catch (err) {
+        this.o.log.warn({ err }, 'could not take back the calls of a server that died; they run again when their leases end');
+      }
+      await this.run();
+    })().catch((err: unknown) => this.o.log.error({ err }, 'the async worker stopped unexpectedly'));
+  }
+
+  /** A call was just queued: look now rather than at the next poll. */
+  notify(): void {
+    this.wake?.();
+  }
+
+  private async pause(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      const signal = this.stop.signal;
+      function done(): void {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      this.wake = done;
+      signal.addEventListener('abort', done, { once: true });
+    });
+    this.wake = undefined;
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.stop.signal;
+    while (!signal.aborted) {
+      try {
+        await this.o.resources.waitAsyncCapacity(signal);
+      } catch {
+        return;
+      }
+      if (this.running.size >= MAX_IN_FLIGHT) {
+        await Promise.race(this.running);
+        continue;
+      }
+      let item: QueuedCall | undefined;
+      try {
+        // A generous lease to start with; renewed from the call's own timeout once it is read.
+        item = await this.o.queue.reserve(5 * 60_000, this.o.instance);
+      } catch (err) {
+        this.o.log.error({ err }, 'could not read the queue of detached calls');
+        await this.pause(1000);
+        continue;
+      }
+      if (!item) {
+        await this.pause(IDLE_POLL_MS);
+        continue;
+      }
+      const job = this.execute(item).catch((err: unknown) => this.o.log.error({ err, call: item!.id }, 'a detached call could not be settled; it will run again'));
+      this.running.add(job);
+      void job.finally(() => this.running.delete(job));
+    }
+  }
+
+  private async execute(item: QueuedCall): Promise<void> {
+    let call: Call;
+    try {
+      call = callFromJson(JSON.parse(item.callJson));
+    } catch (err) {
+      await this.o.queue.dead(item.id, `unreadable call: ${err instanceof Error ? err.message : String(err)}`);
+      return;
+    }
+    const leaseMs = call.fn.timeoutS * 1000 + LEASE_HEADROOM_MS;
+    await this.o.queue.extend(item.id, leaseMs);
+    const renew = setInterval(() => {
+      this.o.queue.extend(item.id, leaseMs).catch((err: unknown) => this.o.log.warn({ err, call: item.id }, 'could not extend a lease'));
+    }, leaseMs / 3);
+    renew.unref();
+    let outcome: CallOutcome;
+    try {
+      const running = this.o.invoker.invoke(call, item.body, item.body.length);
+      // Nobody reads a detached call's answer: a streamed one is drained so its container goes free.
+      const answered = running.response.then(
+        (r) => {
+          const body = r.body;
+          if (Buffer.isBuffer(body)) return undefined;
+          return new Promise<void>((resolve) => body.on('close', resolve).resume());
+        },
+        () => undefined,
+      );
+      outcome = await running.outcome;
+      await answered;
+    } finally {
+      clearInterval(renew);
+    }
+    const attempt = item.attempts + 1;
+    if (outcome.httpStatus === 503 && outcome.error === E.ServiceUnavailable.message) {
+      // Cut by a stopping server: the next start runs it again, uncounted.
+      this.o.record(queuedRecord(call, item.attempts, outcome.error));
+      await this.o.queue.retry(item.id, 0, false);
+      return;
+    }
+    if (outcome.httpStatus === 503 && outcome.error === E.CallTimeoutServerBusy.message) {
+      // Not the function's doing: try again soon, without counting it.
+      this.o.record(queuedRecord(call, item.attempts, outcome.error));
+      await this.o.queue.retry(item.id, 1000, false);
+      return;
+    }
+    const failedByFunction = outcome.httpStatus >= 500 && (outcome.errorUser || outcome.httpStatus !== 503);
+    if (failedByFunction && attempt < item.maxAttempts) {
+      this.o.record(queuedRecord(call, attempt, outcome.error));
+      await this.o.queue.retry(item.id, retryDelayMs(attempt), true);
+      return;
+    }
+    this.o.record({ ...callRecord(call, outcome), attempts: attempt });
+    if (failedByFunction) await this.o.queue.dead(item.id, outcome.error ?? `status ${outcome.httpStatus}`);
+    else await this.o.queue.ack(item.id);
+  }
+
+  /** Stops leasing; calls in flight finish (a stopping agent cuts them). Idempotent. */
+  async close(): Promise<void> {
+    this.stop.abort(new ApiError(E.ServiceUnavailable));
+    await this.loop;
+    await Promise.allSettled([...this.running]);
+  }
+}

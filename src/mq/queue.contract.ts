@@ -1,0 +1,81 @@
+/**
+ * The Queue contract (queue.ts), as a suite every implementation runs:
+ * `runQueueContract(name, open)`, where `open(now)` makes a queue that reads
+ * the time from `now` (so leases and delays are driven, not waited for).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Queue } from './queue.js';
+
+export interface OpenedQueue {
+  readonly queue: Queue;
+  close(): Promise<void>;
+}
+
+export function runQueueContract(name: string, open: (now: () => number) => Promise<OpenedQueue>): void {
+  describe(`Queue contract: ${name}`, () => {
+    let opened: OpenedQueue | undefined;
+    let t = 1_000_000;
+    afterEach(async () => {
+      await opened?.close();
+      opened = undefined;
+    });
+    const queue = async (): Promise<Queue> => (opened = await open(() => t)).queue;
+    const item = (id: string) => ({ id, fnId: 'f1', callJson: `{"id":"${id}"}`, body: Buffer.from(`body of ${id}`), maxAttempts: 3 });
+
+    it('delivers the oldest ready item to one worker at a time, body and all', async () => {
+      const q = await queue();
+      await q.enqueue(item('a'));
+      t += 1;
+      await q.enqueue(item('b'));
+      const first = await q.reserve(30_000, 'w1');
+      expect(first).toMatchObject({ id: 'a', fnId: 'f1', callJson: '{"id":"a"}', attempts: 0, maxAttempts: 3 });
+      expect(first!.body.toString()).toBe('body of a');
+      expect((await q.reserve(30_000, 'w1'))?.id).toBe('b');
+      expect(await q.reserve(30_000, 'w1')).toBeUndefined();
+      expect(await q.size()).toBe(2);
+    });
+
+    it('delivers again an item whose worker died (its lease ended), unless the lease was extended', async () => {
+      const q = await queue();
+      await q.enqueue(item('a'));
+      await q.reserve(1000, 'w1');
+      t += 999;
+      expect(await q.reserve(1000, 'w1')).toBeUndefined();
+      await q.extend('a', 1000);
+      t += 999;
+      expect(await q.reserve(1000, 'w1')).toBeUndefined();
+      t += 2;
+      expect((await q.reserve(1000, 'w1'))?.id).toBe('a');
+    });
+
+    it('ends at once the leases of a holder known dead', async () => {
+      const q = await queue();
+      await q.enqueue(item('a'));
+      await q.enqueue(item('b'));
+      await q.reserve(60_000, 'dead-worker');
+      await q.reserve(60_000, 'live-worker');
+      expect(await q.releaseDead((h) => h === 'dead-worker')).toBe(1);
+      expect((await q.reserve(60_000, 'w2'))?.id).toBe('a');
+      expect(await q.reserve(60_000, 'w2')).toBeUndefined();
+    });
+
+    it('acknowledged items are gone; retried ones come back after their delay, counted or not; dead ones never', async () => {
+      const q = await queue();
+      await q.enqueue(item('ok'));
+      await q.enqueue(item('again'));
+      await q.enqueue(item('busy'));
+      await q.enqueue(item('bad'));
+      const ids = [];
+      for (let i = 0; i < 4; i++) ids.push((await q.reserve(30_000, 'w1'))!.id);
+      await q.ack('ok');
+      await q.retry('again', 5000, true);
+      await q.retry('busy', 0, false);
+      await q.dead('bad', 'crashed 3 times');
+      expect((await q.reserve(30_000, 'w1'))).toMatchObject({ id: 'busy', attempts: 0 });
+      expect(await q.reserve(30_000, 'w1')).toBeUndefined();
+      t += 5000;
+      expect(await q.reserve(30_000, 'w1')).toMatchObject({ id: 'again', attempts: 1 });
+      expect(await q.size()).toBe(2);
+    });
+  });
+}

@@ -1,0 +1,50 @@
+/**
+ * The queue of detached calls: a call is persisted before its caller hears
+ * 202, and delivered at least once to a worker that leases it, runs it and
+ * acknowledges it once its outcome is stored. Every implementation must pass
+ * `runQueueContract` (mq/queue.contract.ts).
+ *
+ *   enqueue ──▶ ready ──reserve(lease)──▶ leased ──ack──▶ (gone)
+ *                 ▲                         │  │
+ *                 └──── retry(delay) ───────┘  └──dead──▶ dead (kept for inspection)
+ *                 └──── lease expires (the worker died) ───┘
+ *
+ * Rules every implementation MUST keep:
+ * - enqueue() resolves only once the item is durable; it throws if it is not.
+ * - reserve() hands an item to one worker at a time: until its lease ends,
+ *   no other reserve() returns it. A lease that ends without ack, retry or
+ *   dead (the worker died) makes the item ready again; releaseDead() ends
+ *   the leases of holders known dead at once.
+ * - retry() makes the item ready again after `delayMs`; `counted` adds an
+ *   attempt. dead() keeps the item, out of delivery, with its reason.
+ * - Items are reserved oldest ready first.
+ */
+
+export interface QueuedCall {
+  readonly id: string;
+  readonly fnId: string;
+  /** Fn's models.Call JSON of the call (callToJson). */
+  readonly callJson: string;
+  readonly body: Buffer;
+  /** Attempts made so far (not counting one in progress). */
+  readonly attempts: number;
+  readonly maxAttempts: number;
+}
+
+export interface Queue {
+  enqueue(item: Omit<QueuedCall, 'attempts'>): Promise<void>;
+  /** The oldest ready item, leased for `leaseMs` to `holder` (a process); undefined when none is ready. */
+  reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined>;
+  /**
+   * Ends at once the leases of holders `isDead` says are gone (a server
+   * killed mid-call, restarted): their items are ready again. Returns how many.
+   */
+  releaseDead(isDead: (holder: string) => boolean): Promise<number>;
+  /** Extends a lease still held. */
+  extend(id: string, leaseMs: number): Promise<void>;
+  ack(id: string): Promise<void>;
+  retry(id: string, delayMs: number, counted: boolean): Promise<void>;
+  dead(id: string, reason: string): Promise<void>;
+  /** Ready and leased items (not dead ones). */
+  size(): Promise<number>;
+}

@@ -1,0 +1,42 @@
+/**
+ * The intake of detached calls on a node that runs them: a call is put in
+ * the queue (durable), its record written as `queued`, and the async
+ * workers woken, before the caller hears 202.
+ */
+import type { Logger } from 'pino';
+import type { AsyncWorkers } from '../agent/index.js';
+import type { CallStore } from '../datastore/index.js';
+import { ApiError, callToJson, E, queuedRecord, type Call } from '../models/index.js';
+import type { Queue } from '../mq/index.js';
+import type { DetachedIntake } from './invoke.js';
+
+/** The fn annotation that sets how often a failing detached call runs (1-10). */
+export const ASYNC_MAX_ATTEMPTS_ANNOTATION = 'fnts.io/async-max-attempts';
+export const DEFAULT_ASYNC_MAX_ATTEMPTS = 3;
+
+export function maxAttemptsOf(annotations: Readonly<Record<string, unknown>>): number {
+  const v = annotations[ASYNC_MAX_ATTEMPTS_ANNOTATION];
+  const n = typeof v === 'string' ? Number(v) : v;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 10 ? n : DEFAULT_ASYNC_MAX_ATTEMPTS;
+}
+
+export class QueueIntake implements DetachedIntake {
+  constructor(
+    private readonly queue: Queue,
+    private readonly calls: CallStore | undefined,
+    private readonly workers: AsyncWorkers | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  async accept(call: Call, body: Buffer): Promise<void> {
+    try {
+      await this.queue.enqueue({ id: call.id, fnId: call.fn.fnId, callJson: JSON.stringify(callToJson(call)), body, maxAttempts: maxAttemptsOf(call.fn.annotations) });
+    } catch (err) {
+      this.log.error({ err, call: call.id }, 'could not queue a detached call');
+      throw new ApiError(E.CallNotQueued, { cause: err });
+    }
+    // The call is safe in the queue; its record is a convenience that must not fail the answer.
+    await this.calls?.insertCalls([queuedRecord(call)]).catch((err: unknown) => this.log.warn({ err, call: call.id }, 'could not record a queued call'));
+    this.workers?.notify();
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Detached calls (Fn-Invoke-Type: detached) on real servers and containers:
+ * answered 202 once persisted, run from the queue, retried when the function
+ * fails and dead-lettered after the fn's last attempt, and never lost when
+ * the server is killed mid-call.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fnShowsTitle } from '../support/containers.js';
+import { probeImage } from '../support/functions.js';
+import { startFnts } from '../support/process.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
+
+const detached = { 'Fn-Invoke-Type': 'detached' };
+
+async function json(url: string, init?: RequestInit): Promise<any> {
+  const res = await fetch(url, init);
+  return res.status === 204 ? undefined : res.json();
+}
+
+describe('detached calls', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  const record = async (fnId: string, id: string): Promise<any> => json(`${s.url}/v2/fns/${fnId}/calls/${id}`);
+
+  it('answers 202 with the call id and no body once queued, then runs the call and keeps its record and log', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    const res = await s.invoke(fn.id, { log: 'ran detached', sleep: 300 }, detached);
+    expect(res.status).toBe(202);
+    expect(res.text).toBe('');
+    const id = res.headers.get('fn-call-id')!;
+    expect(id).toMatch(/^[0-9A-Z]{26}$/);
+    // Answered before the function ran (it sleeps 300 ms).
+    expect(res.ms).toBeLessThan(300);
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'success', 15_000)).toBe(true);
+    expect(await record(fn.id, id)).toMatchObject({ id, status: 'success', attempts: 1, fn_id: fn.id });
+    expect(await eventually(async () => (await json(`${s.url}/v2/fns/${fn.id}/calls/${id}/log`))?.log?.includes('ran detached (stderr)'), 5000)).toBe(true);
+  });
+
+  it("retries a call the function fails, then keeps it dead with its attempts and last error", async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage(), { annotations: { 'fnts.io/async-max-attempts': 2 } });
+    const res = await s.invoke(fn.id, { exit: 3 }, detached);
+    expect(res.status).toBe(202);
+    const id = res.headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 20_000)).toBe(true);
+    const dead = await record(fn.id, id);
+    expect(dead).toMatchObject({ status: 'error', attempts: 2 });
+    expect(dead.error).toMatch(/exit|code 3|failed/i);
+  });
+
+  it('refuses a detached call to a fn that does not exist, as a sync one', async () => {
+    const res = await s.invoke('01NOSUCHFN0000000000000000', {}, detached);
+    expect(res.status).toBe(404);
+  });
+});
+
+describe('detached calls across a crash', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fnts-detached-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('runs every accepted call after the server is killed mid-call and started again', async () => {
+    const env = { FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}` };
+    const first = await startFnts(env);
+    const app = await json(`${first.url}/v2/apps`, { method: 'POST', body: JSON.stringify({ name: 'crash' }) });
+    const fn = await json(`${first.url}/v2/fns`, { method: 'POST', body: JSON.stringify({ app_id: app.id, name: 'slow', image: await probeImage() }) });
+    const res = await fetch(`${first.url}/invoke/${fn.id}`, { method: 'POST', headers: detached, body: JSON.stringify({ title: 'crashme', sleep: 2000 }) });
+    expect(res.status).toBe(202);
+    const id = res.headers.get('fn-call-id')!;
+    // Killed while the call runs in its container.
+    expect(await eventually(() => fnShowsTitle(fn.id, 'crashme'), 15_000)).toBe(true);
+    first.proc.kill('SIGKILL');
+    await new Promise((r) => first.proc.once('exit', r));
+
+    const second = await startFnts(env);
+    try {
+      expect(await eventually(async () => (await json(`${second.url}/v2/fns/${fn.id}/calls/${id}`)).status === 'success', 20_000)).toBe(true);
+    } finally {
+      await second.stop();
+    }
+  });
+});
