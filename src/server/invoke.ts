@@ -15,7 +15,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, withoutHopHeaders, type CallResponse, type Invoker } from '../agent/index.js';
-import { ApiError, E, newId, routeError, type Call, type CallFn } from '../models/index.js';
+import { ApiError, E, newId, routeError, type Call } from '../models/index.js';
 import { toHttpError } from './errors.js';
 import type { FnLookup, Target } from './lookup.js';
 
@@ -152,26 +152,23 @@ export class InvokeHandler {
     }
     const { fn, triggerId } = target instanceof Promise ? await target : target;
 
-    if (framing.detached && this.deps.detached) {
-      await this.acceptDetached(req, res, framing, callId, fn, triggerId, rawUrl);
+    const tls = (req.socket as { encrypted?: boolean }).encrypted;
+    const made: Call = {
+      id: callId,
+      type: framing.detached && this.deps.detached ? 'detached' : 'sync',
+      fn,
+      triggerId,
+      method: req.method ?? 'GET',
+      url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
+      headers: withoutHopHeaders(req.rawHeaders, 'content-length'),
+      createdAt: Date.now(),
+    };
+    if (made.type === 'detached') {
+      await this.acceptDetached(req, res, framing, { ...made, headers: withoutHeader(made.headers, 'fn-invoke-type') });
       return;
     }
     const { body, length } = await this.requestBody(req, framing);
-    const tls = (req.socket as { encrypted?: boolean }).encrypted;
-    const call = this.deps.invoker.invoke(
-      {
-        id: callId,
-        type: 'sync',
-        fn,
-        triggerId,
-        method: req.method ?? 'GET',
-        url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
-        headers: withoutHopHeaders(req.rawHeaders, 'content-length'),
-        createdAt: Date.now(),
-      },
-      body,
-      length,
-    );
+    const call = this.deps.invoker.invoke(made, body, length);
     // A caller that hangs up cancels its call.
     res.once('close', () => {
       if (!res.writableFinished) call.cancel();
@@ -183,15 +180,7 @@ export class InvokeHandler {
    * A detached call: its whole body is read (within FN_MAX_REQUEST_SIZE), the
    * call persisted, and only then is the caller answered 202 with its id.
    */
-  private async acceptDetached(
-    req: IncomingMessage,
-    res: ServerResponse,
-    framing: RequestFraming,
-    callId: string,
-    fn: CallFn,
-    triggerId: string | undefined,
-    rawUrl: string,
-  ): Promise<void> {
+  private async acceptDetached(req: IncomingMessage, res: ServerResponse, framing: RequestFraming, call: Call): Promise<void> {
     const { body } = await this.requestBody(req, framing);
     let whole: Buffer;
     if (body === null) whole = Buffer.alloc(0);
@@ -201,21 +190,8 @@ export class InvokeHandler {
       for await (const chunk of body) chunks.push(chunk as Buffer);
       whole = Buffer.concat(chunks);
     }
-    const tls = (req.socket as { encrypted?: boolean }).encrypted;
-    await this.deps.detached!.accept(
-      {
-        id: callId,
-        type: 'detached',
-        fn,
-        triggerId,
-        method: req.method ?? 'POST',
-        url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
-        headers: withoutHeader(withoutHopHeaders(req.rawHeaders, 'content-length'), 'fn-invoke-type'),
-        createdAt: Date.now(),
-      },
-      whole,
-    );
-    res.writeHead(202, ['Fn-Call-Id', callId, 'Content-Length', '0']);
+    await this.deps.detached!.accept(call, whole);
+    res.writeHead(202, ['Fn-Call-Id', call.id, 'Content-Length', '0']);
     res.end();
   }
 
