@@ -20,6 +20,9 @@ export const FN_FORMATS = ['http-stream', 'http', 'json', 'cloudevent', 'default
 export type FnFormat = (typeof FN_FORMATS)[number];
 export const DEFAULT_FORMAT: FnFormat = 'http-stream';
 
+/** How many times a failing detached call of the fn runs (1-10; default 3). */
+export const ASYNC_MAX_ATTEMPTS_ANNOTATION = 'fnts.io/async-max-attempts';
+
 /** The annotation carrying the URL that invokes the fn. */
 export const FN_INVOKE_ENDPOINT_ANNOTATION = 'fnproject.io/fn/invokeEndpoint';
 
@@ -88,6 +91,10 @@ function validateFn(fn: Fn): void {
   if (fn.idle_timeout <= 0 || fn.idle_timeout > MAX_IDLE_TIMEOUT_S) throw new ApiError(E.FnsInvalidIdleTimeout);
   if (fn.memory < 1 || fn.memory > MAX_MEMORY_MB) throw new ApiError(E.InvalidMemory);
   validateAnnotations(fn.annotations);
+  const attempts = fn.annotations[ASYNC_MAX_ATTEMPTS_ANNOTATION];
+  if (attempts !== undefined && !(typeof attempts === 'number' && Number.isInteger(attempts) && attempts >= 1 && attempts <= 10)) {
+    throw new ApiError(E.InvalidAsyncMaxAttempts);
+  }
   validateConfig(fn.config);
 }
 

@@ -14,6 +14,7 @@ export { ApiError, apiError, E, FunctionError, invalidSyslog, routeError } from 
 export type { ErrorDef, ErrorName } from './errors.js';
 export {
   applyFnPatch,
+  ASYNC_MAX_ATTEMPTS_ANNOTATION,
   DEFAULT_FORMAT,
   DEFAULT_IDLE_TIMEOUT_S,
   DEFAULT_MEMORY_MB,

@@ -6,18 +6,16 @@
 import type { Logger } from 'pino';
 import type { AsyncWorkers } from '../agent/index.js';
 import type { CallStore } from '../datastore/index.js';
-import { ApiError, callToJson, E, queuedRecord, type Call } from '../models/index.js';
+import { ApiError, ASYNC_MAX_ATTEMPTS_ANNOTATION, callToJson, E, queuedRecord, type Call } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
 import type { DetachedIntake } from './invoke.js';
 
-/** The fn annotation that sets how often a failing detached call runs (1-10). */
-export const ASYNC_MAX_ATTEMPTS_ANNOTATION = 'fnts.io/async-max-attempts';
 export const DEFAULT_ASYNC_MAX_ATTEMPTS = 3;
 
 export function maxAttemptsOf(annotations: Readonly<Record<string, unknown>>): number {
+  // Validated when the fn was saved (models/fn.ts).
   const v = annotations[ASYNC_MAX_ATTEMPTS_ANNOTATION];
-  const n = typeof v === 'string' ? Number(v) : v;
-  return typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 10 ? n : DEFAULT_ASYNC_MAX_ATTEMPTS;
+  return typeof v === 'number' ? v : DEFAULT_ASYNC_MAX_ATTEMPTS;
 }
 
 export class QueueIntake implements DetachedIntake {

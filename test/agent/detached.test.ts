@@ -59,6 +59,18 @@ describe('detached calls', () => {
     expect(dead.error).toMatch(/exit|code 3|failed/i);
   });
 
+  it('refuses a max-attempts annotation outside 1 to 10', async () => {
+    const app = await s.app();
+    for (const bad of [0, 11, 2.5, '3']) {
+      const res = await fetch(`${s.url}/v2/fns`, {
+        method: 'POST',
+        body: JSON.stringify({ app_id: app.id, name: `bad${String(bad).replace('.', '')}`, image: 'x', annotations: { 'fnts.io/async-max-attempts': bad } }),
+      });
+      expect(res.status).toBe(400);
+      expect((await res.json()).message).toBe('Invalid annotation fnts.io/async-max-attempts, it must be a whole number from 1 to 10');
+    }
+  });
+
   it('refuses a detached call to a fn that does not exist, as a sync one', async () => {
     const res = await s.invoke('01NOSUCHFN0000000000000000', {}, detached);
     expect(res.status).toBe(404);
