@@ -102,6 +102,8 @@ export const E = Object.freeze({
   TriggerNotFound: def('TriggerNotFound', 404, 'Trigger not found'),
   CallNotFound: def('CallNotFound', 404, 'Call not found'),
   CallNotQueued: def('CallNotQueued', 503, 'The call could not be queued; try again'),
+  CallNotDead: def('CallNotDead', 409, 'Only a detached call that failed its last attempt can be retried'),
+  InvalidIdempotencyKey: def('InvalidIdempotencyKey', 400, 'Invalid Fn-Idempotency-Key, it may be at most 255 bytes'),
   CallLogNotFound: def('CallLogNotFound', 404, 'Call log not found'),
   InvalidFromTime: def('InvalidFromTime', 400, 'from_time is not an epoch time'),
   InvalidToTime: def('InvalidToTime', 400, 'to_time is not an epoch time'),

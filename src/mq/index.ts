@@ -2,5 +2,6 @@
  * mq/ — the queue of detached calls: the Queue interface and its contract
  * suite; sql.ts keeps it in the server's own database.
  */
+export { IDEMPOTENCY_WINDOW_MS } from './queue.js';
 export type { Queue, QueuedCall } from './queue.js';
 export { SqlQueue } from './sql.js';

@@ -48,6 +48,28 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       expect((await q.reserve(1000, 'w1'))?.id).toBe('a');
     });
 
+    it('queues one call per idempotency key and fn for a day, and names the first', async () => {
+      const q = await queue();
+      expect(await q.enqueue(item('a'), 'k1')).toBe('a');
+      expect(await q.enqueue(item('b'), 'k1')).toBe('a');
+      expect(await q.enqueue({ ...item('c'), fnId: 'f2' }, 'k1')).toBe('c');
+      expect(await q.size()).toBe(2);
+      t += 24 * 3600_000 + 1;
+      expect(await q.enqueue(item('d'), 'k1')).toBe('d');
+      expect(await q.size()).toBe(3);
+    });
+
+    it('redrives a dead item, attempts reset, and only a dead one', async () => {
+      const q = await queue();
+      await q.enqueue(item('a'));
+      await q.reserve(60_000, 'w1');
+      expect(await q.redrive('f1', 'a')).toBe(false);
+      await q.dead('a', 'crashed');
+      expect(await q.redrive('f2', 'a')).toBe(false);
+      expect(await q.redrive('f1', 'a')).toBe(true);
+      expect(await q.reserve(60_000, 'w1')).toMatchObject({ id: 'a', attempts: 0 });
+    });
+
     it('ends at once the leases of a holder known dead', async () => {
       const q = await queue();
       await q.enqueue(item('a'));

@@ -31,8 +31,18 @@ export interface QueuedCall {
   readonly maxAttempts: number;
 }
 
+/** How long an idempotency key names its call. */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000;
+
 export interface Queue {
-  enqueue(item: Omit<QueuedCall, 'attempts'>): Promise<void>;
+  /**
+   * Queues `item`, or, when `key` named a call of the same fn within
+   * IDEMPOTENCY_WINDOW_MS, queues nothing. Resolves with the id of the call
+   * that stands for this submission: the item's, or the earlier one's.
+   */
+  enqueue(item: Omit<QueuedCall, 'attempts'>, key?: string): Promise<string>;
+  /** Makes a dead item ready again with its attempts reset; false when no dead item has this id (and fn). */
+  redrive(fnId: string, id: string): Promise<boolean>;
   /** The oldest ready item, leased for `leaseMs` to `holder` (a process); undefined when none is ready. */
   reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined>;
   /**

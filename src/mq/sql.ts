@@ -5,7 +5,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { SqlSchema } from '../datastore/index.js';
-import type { Queue, QueuedCall } from './queue.js';
+import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
 
 export class SqlQueue implements Queue {
   constructor(
@@ -13,25 +13,57 @@ export class SqlQueue implements Queue {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async enqueue(item: Omit<QueuedCall, 'attempts'>): Promise<void> {
+  async enqueue(item: Omit<QueuedCall, 'attempts'>, key?: string): Promise<string> {
     const at = this.now();
-    await this.db()
-      .insertInto('mq')
-      .values({
-        id: item.id,
-        fn_id: item.fnId,
-        call_json: item.callJson,
-        body: item.body,
-        attempts: 0,
-        max_attempts: item.maxAttempts,
-        state: 'ready',
-        enqueued_at: at,
-        available_at: at,
-        lease_until: 0,
-        leased_by: null,
-        reason: null,
-      })
-      .execute();
+    return this.db()
+      .transaction()
+      .execute(async (trx) => {
+        if (key !== undefined) {
+          const earlier = await trx
+            .selectFrom('mq_keys')
+            .select(['call_id', 'created_at'])
+            .where('fn_id', '=', item.fnId)
+            .where('key', '=', key)
+            .executeTakeFirst();
+          if (earlier && earlier.created_at > at - IDEMPOTENCY_WINDOW_MS) return earlier.call_id;
+          await trx
+            .insertInto('mq_keys')
+            .values({ fn_id: item.fnId, key, call_id: item.id, created_at: at })
+            .onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
+            .execute();
+          // Keys past their window are of no use any more.
+          await trx.deleteFrom('mq_keys').where('created_at', '<=', at - IDEMPOTENCY_WINDOW_MS).execute();
+        }
+        await trx
+          .insertInto('mq')
+          .values({
+            id: item.id,
+            fn_id: item.fnId,
+            call_json: item.callJson,
+            body: item.body,
+            attempts: 0,
+            max_attempts: item.maxAttempts,
+            state: 'ready',
+            enqueued_at: at,
+            available_at: at,
+            lease_until: 0,
+            leased_by: null,
+            reason: null,
+          })
+          .execute();
+        return item.id;
+      });
+  }
+
+  async redrive(fnId: string, id: string): Promise<boolean> {
+    const res = await this.db()
+      .updateTable('mq')
+      .set({ state: 'ready', attempts: 0, available_at: this.now(), lease_until: 0, leased_by: null, reason: null })
+      .where('id', '=', id)
+      .where('fn_id', '=', fnId)
+      .where('state', '=', 'dead')
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
   }
 
   async reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined> {

@@ -5,15 +5,19 @@
  *   GET /v2/fns/{fnID}/calls                  newest first; per_page, cursor, from_time, to_time
  *   GET /v2/fns/{fnID}/calls/{callID}
  *   GET /v2/fns/{fnID}/calls/{callID}/log     JSON {call_id, log}, or the raw log for Accept: text/plain
+ *   POST /v2/fns/{fnID}/calls/{callID}/retry  (fnts) runs a dead detached call again: 202 and its record, queued
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CallStore, Datastore } from '../datastore/index.js';
-import { ApiError, E, type ErrorDef } from '../models/index.js';
+import { ApiError, E, type CallRecord, type ErrorDef } from '../models/index.js';
+import type { Queue } from '../mq/index.js';
 import { pageParams, queryString, resource } from './routing.js';
 
 export interface CallsApiDeps {
   readonly datastore: Datastore;
   readonly calls: CallStore;
+  /** The queue of detached calls, for redriving dead ones. */
+  readonly queue?: Queue;
 }
 
 function param(req: FastifyRequest, name: string): string {
@@ -66,6 +70,22 @@ export function registerCallsApi(app: FastifyInstance, deps: CallsApiDeps): void
       return calls.getCall(fnId, param(req, 'callID'));
     },
   });
+
+  const queue = deps.queue;
+  if (queue) {
+    resource(app, '/v2/fns/:fnID/calls/:callID/retry', {
+      POST: async (req, reply) => {
+        const fnId = param(req, 'fnID');
+        const callId = param(req, 'callID');
+        await datastore.getFnById(fnId);
+        const record = await calls.getCall(fnId, callId);
+        if (!(await queue.redrive(fnId, callId))) throw new ApiError(E.CallNotDead);
+        const queued: CallRecord = { ...record, status: 'queued', attempts: 0 };
+        await calls.insertCalls([queued]);
+        return reply.code(202).send(queued);
+      },
+    });
+  }
 
   resource(app, '/v2/fns/:fnID/calls/:callID/log', {
     GET: async (req: FastifyRequest, reply: FastifyReply) => {

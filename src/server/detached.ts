@@ -26,15 +26,25 @@ export class QueueIntake implements DetachedIntake {
     private readonly log: Logger,
   ) {}
 
-  async accept(call: Call, body: Buffer): Promise<void> {
+  async accept(call: Call, body: Buffer, idempotencyKey?: string): Promise<string> {
+    if (idempotencyKey !== undefined && Buffer.byteLength(idempotencyKey) > 255) {
+      throw new ApiError(E.InvalidIdempotencyKey);
+    }
+    let id: string;
     try {
-      await this.queue.enqueue({ id: call.id, fnId: call.fn.fnId, callJson: JSON.stringify(callToJson(call)), body, maxAttempts: maxAttemptsOf(call.fn.annotations) });
+      id = await this.queue.enqueue(
+        { id: call.id, fnId: call.fn.fnId, callJson: JSON.stringify(callToJson(call)), body, maxAttempts: maxAttemptsOf(call.fn.annotations) },
+        idempotencyKey,
+      );
     } catch (err) {
       this.log.error({ err, call: call.id }, 'could not queue a detached call');
       throw new ApiError(E.CallNotQueued, { cause: err });
     }
+    // The same submission again: the earlier call stands for it.
+    if (id !== call.id) return id;
     // The call is safe in the queue; its record is a convenience that must not fail the answer.
     await this.calls?.insertCalls([queuedRecord(call)]).catch((err: unknown) => this.log.warn({ err, call: call.id }, 'could not record a queued call'));
     this.workers?.notify();
+    return id;
   }
 }

@@ -21,8 +21,12 @@ import type { FnLookup, Target } from './lookup.js';
 
 /** Takes detached calls (Fn-Invoke-Type: detached): persists them before the caller hears 202. */
 export interface DetachedIntake {
-  /** Resolves once the call is durable; throws (503) when it could not be kept. */
-  accept(call: Call, body: Buffer): Promise<void>;
+  /**
+   * Resolves once the call is durable, with the id of the call that stands
+   * for it (an earlier one's, for a repeated idempotency key); throws (503)
+   * when it could not be kept.
+   */
+  accept(call: Call, body: Buffer, idempotencyKey?: string): Promise<string>;
 }
 
 export interface InvokeDeps {
@@ -190,8 +194,8 @@ export class InvokeHandler {
       for await (const chunk of body) chunks.push(chunk as Buffer);
       whole = Buffer.concat(chunks);
     }
-    await this.deps.detached!.accept(call, whole);
-    res.writeHead(202, ['Fn-Call-Id', call.id, 'Content-Length', '0']);
+    const id = await this.deps.detached!.accept(call, whole, framing.idempotencyKey);
+    res.writeHead(202, ['Fn-Call-Id', id, 'Content-Length', '0']);
     res.end();
   }
 
@@ -310,6 +314,8 @@ interface RequestFraming {
   readonly host: string | undefined;
   /** Fn-Invoke-Type: detached */
   readonly detached: boolean;
+  /** Fn-Idempotency-Key (fnts's extension), for detached calls. */
+  readonly idempotencyKey: string | undefined;
 }
 
 /** Content-Length, Transfer-Encoding and Host, read from raw headers in one pass. */
@@ -318,14 +324,16 @@ function requestFraming(raw: string[]): RequestFraming {
   let chunked = false;
   let host: string | undefined;
   let detached = false;
+  let idempotencyKey: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     if (sameName(name, 'content-length')) length = Number(raw[i + 1]);
     else if (sameName(name, 'transfer-encoding')) chunked = true;
     else if (sameName(name, 'host')) host = raw[i + 1];
     else if (sameName(name, 'fn-invoke-type')) detached = raw[i + 1]!.trim().toLowerCase() === 'detached';
+    else if (sameName(name, 'fn-idempotency-key')) idempotencyKey = raw[i + 1]!.trim() || undefined;
   }
-  return { length, chunked, host, detached };
+  return { length, chunked, host, detached, idempotencyKey };
 }
 
 /** The function's answer as the caller gets it, plus Fn-Call-Id. */

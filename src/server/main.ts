@@ -15,7 +15,7 @@ import { FnLookup } from './lookup.js';
 import { CallRecorder } from './records.js';
 import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
-import { SqlQueue } from '../mq/index.js';
+import { SqlQueue, type Queue } from '../mq/index.js';
 import { buildServer } from './server.js';
 
 export interface RunningServer {
@@ -69,7 +69,7 @@ interface RoleParts {
   readonly workers?: AsyncWorkers;
 }
 
-type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes) => Promise<RoleParts>;
+type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes, queue: Queue) => Promise<RoleParts>;
 
 /**
  * One wiring per role (FN_NODE_TYPE). `full`: the API and the local agent
@@ -77,7 +77,7 @@ type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes:
  * and `poolmanager` join here as they arrive.)
  */
 const ROLES: Record<NodeType, Wiring> = {
-  async full(config, logger, datastore, changes) {
+  async full(config, logger, datastore, changes, queue) {
     const agent = createAgent(config, logger, changes);
     try {
       await agent.start();
@@ -92,7 +92,6 @@ const ROLES: Record<NodeType, Wiring> = {
     const syslog = new SyslogForwarder(logger.child({ module: 'syslog' }));
     agent.addListener(syslog);
     // Detached calls: the embedded queue in the same database, run by the agent's async workers.
-    const queue = new SqlQueue(() => datastore.database());
     const workers = new AsyncWorkers({
       invoker: agent,
       queue,
@@ -117,8 +116,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   let parts: RoleParts = {};
   let app;
   try {
-    parts = await ROLES[config.nodeType](config, logger, datastore, changes);
-    app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
+    // The queue of detached calls lives in the database: every role can see it (an api node redrives).
+    const queue = new SqlQueue(() => datastore.database());
+    parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue);
+    app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, queue, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();

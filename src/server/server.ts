@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Config } from '../config/index.js';
 import type { CallStore, Datastore } from '../datastore/index.js';
+import type { Queue } from '../mq/index.js';
 import { E, routeError, type Changes } from '../models/index.js';
 import { registerApi } from './api.js';
 import { registerCallsApi } from './calls.js';
@@ -26,6 +27,8 @@ export interface ServerDeps {
   readonly changes?: Changes;
   /** Call records and logs: serves the calls API. */
   readonly calls?: CallStore;
+  /** The queue of detached calls (the calls API redrives dead ones). */
+  readonly queue?: Queue;
   /** Serves /invoke and /t when this role runs functions. */
   readonly invoke?: InvokeHandler;
 }
@@ -147,7 +150,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     publicUrl: config.publicUrl,
     ...(deps.changes ? { changes: deps.changes } : {}),
   });
-  if (deps.calls) registerCallsApi(app, { datastore: deps.datastore, calls: deps.calls });
+  if (deps.calls) registerCallsApi(app, { datastore: deps.datastore, calls: deps.calls, ...(deps.queue ? { queue: deps.queue } : {}) });
 
   await app.ready();
   return app;

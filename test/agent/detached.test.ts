@@ -59,6 +59,39 @@ describe('detached calls', () => {
     expect(dead.error).toMatch(/exit|code 3|failed/i);
   });
 
+  it('queues one call per Fn-Idempotency-Key and answers a repeat with the first call\'s id', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    const key = { ...detached, 'Fn-Idempotency-Key': `order-${Date.now()}` };
+    const first = await s.invoke(fn.id, { log: 'once' }, key);
+    const again = await s.invoke(fn.id, { log: 'once' }, key);
+    expect(first.status).toBe(202);
+    expect(again.status).toBe(202);
+    expect(again.headers.get('fn-call-id')).toBe(first.headers.get('fn-call-id'));
+    const id = first.headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'success', 15_000)).toBe(true);
+    // Only the one call ran.
+    const listed = await json(`${s.url}/v2/fns/${fn.id}/calls`);
+    expect(listed.items.map((c: any) => c.id)).toEqual([id]);
+  });
+
+  it('runs a dead call again on request, and only a dead one', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage(), { annotations: { 'fnts.io/async-max-attempts': 1 } });
+    const id = (await s.invoke(fn.id, { exit: 4 }, detached)).headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 15_000)).toBe(true);
+    const retried = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST' });
+    expect(retried.status).toBe(202);
+    expect(await retried.json()).toMatchObject({ id, status: 'queued', attempts: 0 });
+    // It fails again (the function still exits), and is dead again after its one attempt.
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 15_000)).toBe(true);
+    const ok = (await s.invoke(fn.id, {}, detached)).headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await record(fn.id, ok)).status === 'success', 15_000)).toBe(true);
+    const refused = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${ok}/retry`, { method: 'POST' });
+    expect(refused.status).toBe(409);
+    expect((await fetch(`${s.url}/v2/fns/${fn.id}/calls/01NOPE/retry`, { method: 'POST' })).status).toBe(404);
+  });
+
   it('refuses a max-attempts annotation outside 1 to 10', async () => {
     const app = await s.app();
     for (const bad of [0, 11, 2.5, '3']) {
@@ -67,7 +100,7 @@ describe('detached calls', () => {
         body: JSON.stringify({ app_id: app.id, name: `bad${String(bad).replace('.', '')}`, image: 'x', annotations: { 'fnts.io/async-max-attempts': bad } }),
       });
       expect(res.status).toBe(400);
-      expect((await res.json()).message).toBe('Invalid annotation fnts.io/async-max-attempts, it must be a whole number from 1 to 10');
+      expect(((await res.json()) as { message: string }).message).toBe('Invalid annotation fnts.io/async-max-attempts, it must be a whole number from 1 to 10');
     }
   });
 

@@ -122,8 +122,18 @@ const m0004: Migration = {
       .addColumn('reason', 'text')
       .execute();
     await db.schema.createIndex('mq_state_available_idx').on('mq').columns(['state', 'available_at', 'enqueued_at']).execute();
+    // Fn-Idempotency-Key: the call a key of a fn named, for a day.
+    await db.schema
+      .createTable('mq_keys')
+      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('key', 'varchar(255)', (c) => c.notNull())
+      .addColumn('call_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addPrimaryKeyConstraint('mq_keys_pk', ['fn_id', 'key'])
+      .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('mq_keys').execute();
     await db.schema.dropTable('mq').execute();
   },
 };

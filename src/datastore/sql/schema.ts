@@ -72,6 +72,13 @@ export interface MqTable {
   reason: string | null;
 }
 
+export interface MqKeysTable {
+  fn_id: string;
+  key: string;
+  call_id: string;
+  created_at: number;
+}
+
 export interface Schema {
   apps: AppsTable;
   fns: FnsTable;
@@ -79,4 +86,5 @@ export interface Schema {
   calls: CallsTable;
   call_logs: CallLogsTable;
   mq: MqTable;
+  mq_keys: MqKeysTable;
 }
