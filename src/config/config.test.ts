@@ -44,4 +44,20 @@ describe('compileConfig', () => {
     expect(compileConfig({}, dir).agent.containerTag).toBeUndefined();
     expect(() => compileConfig({ FN_CONTAINER_LABEL_TAG: 'a b' }, dir)).toThrow(/FN_CONTAINER_LABEL_TAG=a b is not a valid label value/);
   });
+
+  it('takes FN_MQ_URL as a Redis URL, and refuses another queue with what to use instead', () => {
+    expect(compileConfig({}, dir).mqUrl).toBeUndefined();
+    expect(compileConfig({ FN_MQ_URL: 'redis://queue:6379/2' }, dir).mqUrl).toBe('redis://queue:6379/2');
+    expect(() => compileConfig({ FN_MQ_URL: 'bolt:///tmp/mq.db' }, dir)).toThrow(/FN_MQ_URL=bolt:\/\/\/tmp\/mq.db is not supported; use redis:\/\/host:6379\/0/);
+    expect(() => compileConfig({ FN_MQ_URL: 'redis://u:secret@q:6379' }, dir)).not.toThrow();
+  });
+
+  it('reads FN_CALL_RETENTION as a Go duration, days or seconds, and refuses less than a second', () => {
+    expect(compileConfig({}, dir).callRetentionMs).toBe(7 * 24 * 3600_000);
+    expect(compileConfig({ FN_CALL_RETENTION: '1h30m' }, dir).callRetentionMs).toBe(5400_000);
+    expect(compileConfig({ FN_CALL_RETENTION: '2d' }, dir).callRetentionMs).toBe(2 * 24 * 3600_000);
+    expect(compileConfig({ FN_CALL_RETENTION: '60' }, dir).callRetentionMs).toBe(60_000);
+    expect(() => compileConfig({ FN_CALL_RETENTION: '10ms' }, dir)).toThrow(/FN_CALL_RETENTION=10ms is not a duration of at least a second/);
+    expect(() => compileConfig({ FN_CALL_RETENTION: 'forever' }, dir)).toThrow(/FN_CALL_RETENTION/);
+  });
 });

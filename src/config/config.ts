@@ -40,6 +40,8 @@ export interface Config {
   readonly agent: AgentSettings;
 
   // ---- call records (the calls API)
+  /** FN_MQ_URL: the queue of detached calls; undefined = the embedded one (in the server's database), or redis://host:port/db. */
+  readonly mqUrl: string | undefined;
   /** FNTS_CALL_RECORDS (on): keep a record and log of every call; `off` keeps none. */
   readonly callRecords: boolean;
   /** FN_CALL_RETENTION (7 days; Go durations such as 168h, 30m, or seconds): records older than this are removed. */
@@ -248,11 +250,28 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       owner,
       containerTag,
     }),
+    mqUrl: mqUrl(env),
     callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
     callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
   });
+}
+
+/** FN_MQ_URL: unset for the embedded queue, or redis://[user:pass@]host[:port][/db] (rediss:// for TLS). */
+function mqUrl(env: Env): string | undefined {
+  const raw = read(env, 'FN_MQ_URL');
+  if (raw === undefined) return undefined;
+  let scheme = '';
+  try {
+    scheme = new URL(raw).protocol;
+  } catch {
+    // reported below
+  }
+  if (scheme !== 'redis:' && scheme !== 'rediss:') {
+    throw new ConfigError(`FN_MQ_URL=${raw.replace(/\/\/[^@/]*@/, '//***@')} is not supported; use redis://host:6379/0, or leave it unset for the queue in the server's own database`);
+  }
+  return raw;
 }
 
 const DURATION_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3600_000, d: 24 * 3600_000 };

@@ -15,7 +15,7 @@ import { FnLookup } from './lookup.js';
 import { CallRecorder } from './records.js';
 import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
-import { SqlQueue, type Queue } from '../mq/index.js';
+import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
 import { buildServer } from './server.js';
 
 export interface RunningServer {
@@ -114,10 +114,11 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   const datastore = await openSqlDatastore(config.dbUrl);
   const changes = new Changes(logger);
   let parts: RoleParts = {};
+  let queue: Queue | undefined;
   let app;
   try {
-    // The queue of detached calls lives in the database: every role can see it (an api node redrives).
-    const queue = new SqlQueue(() => datastore.database());
+    // The queue of detached calls: in the database, or Redis for a fleet; every role sees it (an api node redrives).
+    queue = config.mqUrl ? new RedisQueue(config.mqUrl) : new SqlQueue(() => datastore.database());
     parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue);
     app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, queue, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
     await app.listen({ port: config.port, host: config.listenHost });
@@ -125,6 +126,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     await app?.close();
     await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
     await parts.recorder?.close();
+    if (queue instanceof RedisQueue) await queue.close();
     await datastore.close();
     throw err;
   }
@@ -153,6 +155,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
         await parts.recorder?.close();
         parts.syslog?.close();
+        if (queue instanceof RedisQueue) await queue.close();
         await datastore.close();
         logger.info('fnts stopped');
       })();

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fnShowsTitle } from '../support/containers.js';
 import { probeImage } from '../support/functions.js';
 import { startFnts } from '../support/process.js';
+import { startRedis, type TestRedis } from '../support/redis.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
 
@@ -133,5 +134,30 @@ describe('detached calls across a crash', () => {
     } finally {
       await second.stop();
     }
+  });
+});
+
+describe('detached calls on Redis (FN_MQ_URL)', () => {
+  let redis: TestRedis;
+  let s: TestServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+    s = await startTestServer({ FN_MQ_URL: redis.url });
+  });
+  afterAll(async () => {
+    await s?.close();
+    await redis?.stop();
+  });
+
+  it('queues in Redis and runs the call, idempotency key included', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    const headers = { ...detached, 'Fn-Idempotency-Key': 'redis-once' };
+    const first = await s.invoke(fn.id, { log: 'via redis' }, headers);
+    const again = await s.invoke(fn.id, { log: 'via redis' }, headers);
+    expect(first.status).toBe(202);
+    expect(again.headers.get('fn-call-id')).toBe(first.headers.get('fn-call-id'));
+    const id = first.headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await json(`${s.url}/v2/fns/${fn.id}/calls/${id}`)).status === 'success', 15_000)).toBe(true);
   });
 });

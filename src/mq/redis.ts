@@ -1,0 +1,158 @@
+/**
+ * The queue of detached calls on Redis (FN_MQ_URL=redis://host:port/db), for
+ * fleets whose nodes share no database file. Every step is one Lua script,
+ * so workers on many nodes never lease one item twice. Times are the
+ * caller's clock (passed in), as the SQL queue's are.
+ *
+ *   <p>item:<id>   hash: fn_id, call_json, body (base64), attempts, max_attempts, state, holder, reason
+ *   <p>ready       sorted set: id by the time it may run
+ *   <p>leased      sorted set: id by the end of its lease
+ *   <p>key:<fn>:<k> the call an idempotency key named, and when (kept a day)
+ */
+import { Redis } from 'ioredis';
+import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
+
+const ENQUEUE = `
+local p, id, now = KEYS[1], ARGV[1], tonumber(ARGV[2])
+if ARGV[7] ~= '' then
+  local k = p .. 'key:' .. ARGV[3] .. ':' .. ARGV[7]
+  local prev = redis.call('GET', k)
+  if prev then
+    local sep = string.find(prev, ':', 1, true)
+    local at = tonumber(string.sub(prev, sep + 1))
+    if at > now - tonumber(ARGV[8]) then return string.sub(prev, 1, sep - 1) end
+  end
+  redis.call('SET', k, id .. ':' .. now, 'PX', ARGV[8])
+end
+redis.call('HSET', p .. 'item:' .. id, 'fn_id', ARGV[3], 'call_json', ARGV[4], 'body', ARGV[5], 'attempts', 0, 'max_attempts', ARGV[6], 'state', 'ready')
+redis.call('ZADD', p .. 'ready', now, id)
+return id`;
+
+const RESERVE = `
+local p, now, lease, holder = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local from = 'ready'
+local id = redis.call('ZRANGEBYSCORE', p .. 'ready', '-inf', now, 'LIMIT', 0, 1)[1]
+if not id then
+  from = 'leased'
+  id = redis.call('ZRANGEBYSCORE', p .. 'leased', '-inf', now, 'LIMIT', 0, 1)[1]
+end
+if not id then return false end
+redis.call('ZREM', p .. from, id)
+redis.call('ZADD', p .. 'leased', now + lease, id)
+redis.call('HSET', p .. 'item:' .. id, 'state', 'leased', 'holder', holder)
+local f = redis.call('HMGET', p .. 'item:' .. id, 'fn_id', 'call_json', 'body', 'attempts', 'max_attempts')
+return { id, f[1], f[2], f[3], f[4], f[5] }`;
+
+const EXTEND = `
+local p = KEYS[1]
+if redis.call('ZSCORE', p .. 'leased', ARGV[1]) then redis.call('ZADD', p .. 'leased', tonumber(ARGV[2]), ARGV[1]) end
+return 1`;
+
+const ACK = `
+local p = KEYS[1]
+redis.call('ZREM', p .. 'leased', ARGV[1])
+redis.call('ZREM', p .. 'ready', ARGV[1])
+redis.call('DEL', p .. 'item:' .. ARGV[1])
+return 1`;
+
+const RETRY = `
+local p, id = KEYS[1], ARGV[1]
+if redis.call('EXISTS', p .. 'item:' .. id) == 0 then return 0 end
+redis.call('ZREM', p .. 'leased', id)
+redis.call('ZADD', p .. 'ready', tonumber(ARGV[2]), id)
+redis.call('HSET', p .. 'item:' .. id, 'state', 'ready', 'holder', '')
+if ARGV[3] == '1' then redis.call('HINCRBY', p .. 'item:' .. id, 'attempts', 1) end
+return 1`;
+
+const DEAD = `
+local p, id = KEYS[1], ARGV[1]
+if redis.call('EXISTS', p .. 'item:' .. id) == 0 then return 0 end
+redis.call('ZREM', p .. 'leased', id)
+redis.call('ZREM', p .. 'ready', id)
+redis.call('HSET', p .. 'item:' .. id, 'state', 'dead', 'holder', '', 'reason', ARGV[2])
+redis.call('HINCRBY', p .. 'item:' .. id, 'attempts', 1)
+return 1`;
+
+const REDRIVE = `
+local p, id = KEYS[1], ARGV[2]
+local f = redis.call('HMGET', p .. 'item:' .. id, 'state', 'fn_id')
+if f[1] ~= 'dead' or f[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', p .. 'item:' .. id, 'state', 'ready', 'attempts', 0, 'reason', '')
+redis.call('ZADD', p .. 'ready', tonumber(ARGV[3]), id)
+return 1`;
+
+const RELEASE = `
+local p, id = KEYS[1], ARGV[1]
+if redis.call('HGET', p .. 'item:' .. id, 'holder') ~= ARGV[2] or not redis.call('ZSCORE', p .. 'leased', id) then return 0 end
+redis.call('ZREM', p .. 'leased', id)
+redis.call('ZADD', p .. 'ready', tonumber(ARGV[3]), id)
+redis.call('HSET', p .. 'item:' .. id, 'state', 'ready', 'holder', '')
+return 1`;
+
+export class RedisQueue implements Queue {
+  private readonly redis: Redis;
+
+  constructor(
+    url: string,
+    private readonly prefix = 'fnts:mq:',
+    private readonly now: () => number = Date.now,
+  ) {
+    // Commands wait while the connection is re-established rather than fail at once.
+    this.redis = new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: false });
+    this.redis.on('error', () => undefined);
+  }
+
+  private run(script: string, ...args: Array<string | number>): Promise<unknown> {
+    return this.redis.eval(script, 1, this.prefix, ...args);
+  }
+
+  async enqueue(item: Omit<QueuedCall, 'attempts'>, key?: string): Promise<string> {
+    return (await this.run(ENQUEUE, item.id, this.now(), item.fnId, item.callJson, item.body.toString('base64'), item.maxAttempts, key ?? '', IDEMPOTENCY_WINDOW_MS)) as string;
+  }
+
+  async reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined> {
+    const r = (await this.run(RESERVE, this.now(), leaseMs, holder)) as [string, string, string, string, string, string] | null;
+    if (!r) return undefined;
+    return { id: r[0], fnId: r[1], callJson: r[2], body: Buffer.from(r[3], 'base64'), attempts: Number(r[4]), maxAttempts: Number(r[5]) };
+  }
+
+  async releaseDead(isDead: (holder: string) => boolean): Promise<number> {
+    const leased = await this.redis.zrange(`${this.prefix}leased`, 0, -1);
+    let released = 0;
+    for (const id of leased) {
+      const holder = await this.redis.hget(`${this.prefix}item:${id}`, 'holder');
+      if (!holder || !isDead(holder)) continue;
+      released += Number(await this.run(RELEASE, id, holder, this.now()));
+    }
+    return released;
+  }
+
+  async extend(id: string, leaseMs: number): Promise<void> {
+    await this.run(EXTEND, id, this.now() + leaseMs);
+  }
+
+  async ack(id: string): Promise<void> {
+    await this.run(ACK, id);
+  }
+
+  async retry(id: string, delayMs: number, counted: boolean): Promise<void> {
+    await this.run(RETRY, id, this.now() + delayMs, counted ? '1' : '0');
+  }
+
+  async dead(id: string, reason: string): Promise<void> {
+    await this.run(DEAD, id, reason);
+  }
+
+  async redrive(fnId: string, id: string): Promise<boolean> {
+    return Number(await this.run(REDRIVE, fnId, id, this.now())) === 1;
+  }
+
+  async size(): Promise<number> {
+    const [ready, leased] = await Promise.all([this.redis.zcard(`${this.prefix}ready`), this.redis.zcard(`${this.prefix}leased`)]);
+    return ready + leased;
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}
