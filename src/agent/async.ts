@@ -37,8 +37,12 @@ export interface AsyncWorkersOptions {
   readonly queue: Queue;
   readonly resources: ResourceTracker;
   readonly log: Logger;
-  /** Told every record to keep: queued between attempts, and the last outcome. Must not throw. */
-  readonly record: (record: CallRecord) => void;
+  /**
+   * Stores a record of the call: queued between attempts, and the last
+   * outcome. Awaited before the queue is told: a call is acknowledged only
+   * once its outcome is stored (a crash in between runs it again).
+   */
+  readonly record: (record: CallRecord) => Promise<void>;
   /** This process (owner.ts's instance): the holder of its leases. */
   readonly instance: string;
   /** Tells whether another instance's process runs (default: owner.ts's instanceAlive). */
@@ -153,23 +157,23 @@ export class AsyncWorkers {
     const attempt = item.attempts + 1;
     if (outcome.httpStatus === 503 && outcome.error === E.ServiceUnavailable.message) {
       // Cut by a stopping server: the next start runs it again, uncounted.
-      this.o.record(queuedRecord(call, item.attempts, outcome.error));
+      await this.o.record(queuedRecord(call, item.attempts, outcome.error));
       await this.o.queue.retry(item.id, 0, false);
       return;
     }
     if (outcome.httpStatus === 503 && outcome.error === E.CallTimeoutServerBusy.message) {
       // Not the function's doing: try again soon, without counting it.
-      this.o.record(queuedRecord(call, item.attempts, outcome.error));
+      await this.o.record(queuedRecord(call, item.attempts, outcome.error));
       await this.o.queue.retry(item.id, 1000, false);
       return;
     }
     const failedByFunction = outcome.httpStatus >= 500 && (outcome.errorUser || outcome.httpStatus !== 503);
     if (failedByFunction && attempt < item.maxAttempts) {
-      this.o.record(queuedRecord(call, attempt, outcome.error));
+      await this.o.record(queuedRecord(call, attempt, outcome.error));
       await this.o.queue.retry(item.id, retryDelayMs(attempt), true);
       return;
     }
-    this.o.record({ ...callRecord(call, outcome), attempts: attempt });
+    await this.o.record({ ...callRecord(call, outcome), attempts: attempt });
     if (failedByFunction) await this.o.queue.dead(item.id, outcome.error ?? `status ${outcome.httpStatus}`);
     else await this.o.queue.ack(item.id);
   }

@@ -97,7 +97,10 @@ const ROLES: Record<NodeType, Wiring> = {
       queue,
       resources: agent.resources,
       log: logger.child({ module: 'async' }),
-      record: (r) => recorder?.put(r),
+      // Stored at once (not batched): the queue lets go of a call only once its outcome is kept.
+      record: async (r) => {
+        if (recorder) await datastore.calls.insertCalls([r]);
+      },
       instance: agent.config.instance,
     });
     workers.start();

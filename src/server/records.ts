@@ -38,13 +38,9 @@ export class CallRecorder implements CallListener {
   }
 
   onCallEnd(call: Call, outcome: CallOutcome): void {
+    // A detached call's records are its worker's: stored before the queue lets go of it.
+    if (call.type === 'detached') return;
     this.records.push(callRecord(call, outcome));
-    this.schedule();
-  }
-
-  /** Keeps `record` (written after the records before it: a later one of the same call wins). */
-  put(record: CallRecord): void {
-    this.records.push(record);
     this.schedule();
   }
 
