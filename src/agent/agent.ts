@@ -33,7 +33,7 @@ import type { CallBody, CallRequest, CallResponse } from './protocol/call.js';
 import type { ResourceTracker } from './resource.js';
 import type { SlotStats } from './slots.js';
 import { functionSpec, type FunctionSpec } from './spec.js';
-import { CallTrace, type CallListener } from './trace.js';
+import { CallTrace, statusOf, type CallListener } from './trace.js';
 
 export interface AgentOptions {
   readonly driver: Driver;
@@ -87,7 +87,7 @@ class CallHandle implements RunningCall {
 }
 
 function refusedOutcome(call: Call, err: unknown): CallOutcome {
-  const httpStatus = err instanceof ApiError ? err.status : 500;
+  const httpStatus = statusOf(err);
   const now = new Date().toISOString();
   return {
     id: call.id,
@@ -247,9 +247,7 @@ export class Agent implements Invoker, PoolHost {
   private async execute(handle: CallHandle, req: CallRequest): Promise<CallResponse> {
     if (this.closing) throw serverBusy();
     const spec = functionSpec(req.call.fn, req.call.type);
-    if (!this.resources.isPossible({ memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis, isAsync: spec.type === 'detached' })) {
-      throw new ApiError(E.CallResourceTooBig);
-    }
+    if (!this.resources.isPossible(spec.request)) throw new ApiError(E.CallResourceTooBig);
     this.enter();
     this.calls.add(handle);
     const trace = new CallTrace(req.call, {

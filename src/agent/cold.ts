@@ -11,7 +11,7 @@ import type { Cookie, RunResult } from '../drivers/index.js';
 import { E, FunctionError, newId } from '../models/index.js';
 import type { CallCancel } from './cancel.js';
 import { ContainerOutput } from './logs.js';
-import { launchError, serverBusy, type PoolHost } from './pool.js';
+import { launchError, serverBusy, untilSlotDeadline, type PoolHost } from './pool.js';
 import { responseLimit, type CallRequest, type CallResponse } from './protocol/call.js';
 import type { ResourceToken } from './resource.js';
 import { containerBase, type FunctionSpec } from './spec.js';
@@ -64,20 +64,17 @@ function callEnv(spec: FunctionSpec, req: CallRequest, deadline: Date): Record<s
  * waited for until the slot deadline (half the fn's timeout; then 503).
  */
 async function reserve(host: PoolHost, spec: FunctionSpec, signal: AbortSignal): Promise<ResourceToken> {
-  const request = { memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis, isAsync: spec.type === 'detached' };
   if (host.config.nonBlockingResources) {
-    const token = host.resources.tryReserve(request);
+    const token = host.resources.tryReserve(spec.request);
     if (!token) throw serverBusy();
     return token;
   }
-  const slotTimeout = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
-  try {
-    return await host.resources.reserve(request, AbortSignal.any([signal, slotTimeout]));
-  } catch (err) {
-    if (signal.aborted) throw signal.reason;
-    if (slotTimeout.aborted) throw serverBusy();
-    throw launchError(err);
-  }
+  return untilSlotDeadline(spec, signal, (deadline) => {
+    const either = AbortSignal.any([signal, deadline]);
+    return host.resources.reserve(spec.request, either).catch((err: unknown) => {
+      throw either.aborted ? err : launchError(err);
+    });
+  });
 }
 
 /**

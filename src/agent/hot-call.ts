@@ -19,7 +19,7 @@ import { ApiError, E, FunctionError } from '../models/index.js';
 import type { CallCancel } from './cancel.js';
 import type { HotContainer } from './hot.js';
 import type { SlotPool } from './pool.js';
-import { serverBusy } from './pool.js';
+import { untilSlotDeadline } from './pool.js';
 import type { CallRequest, CallResponse, Exchange } from './protocol/call.js';
 import type { FunctionSpec } from './spec.js';
 import { statusOf, type CallTrace } from './trace.js';
@@ -109,15 +109,9 @@ class HotCall {
    * then 503), or past it while a container is being started for this call,
    * or until the caller cancels (its reason is thrown).
    */
-  private async waitForContainer(): Promise<{ container: HotContainer; overdue: boolean }> {
-    const slotTimeout = AbortSignal.timeout(Math.max(1, this.spec.timeoutMs / 2));
-    try {
-      return await this.pool.acquire(this.signal.signal, slotTimeout);
-    } catch (err) {
-      if (this.signal.aborted) throw this.signal.reason;
-      if (slotTimeout.aborted && (err as { name?: string } | null)?.name === 'TimeoutError') throw serverBusy();
-      throw err;
-    }
+  private waitForContainer(): Promise<{ container: HotContainer; overdue: boolean }> {
+    const cancel = this.signal.signal;
+    return untilSlotDeadline(this.spec, cancel, (deadline) => this.pool.acquire(cancel, deadline));
   }
 
   private async exec(deadline: Date, statsIntervalMs: number): Promise<CallResponse> {

@@ -66,12 +66,11 @@ export class CallLog {
   }
 }
 
-class LineLogger extends Writable {
+/** Splits output into capped lines. */
+class LineLogger {
   private partial = '';
 
-  constructor(private readonly onLine: (line: string) => void) {
-    super();
-  }
+  constructor(private readonly onLine: (line: string) => void) {}
 
   push(chunk: Buffer): void {
     const text = this.partial + chunk.toString('utf8');

@@ -36,6 +36,23 @@ export function shuttingDown(): ApiError {
   return new ApiError(E.ServiceUnavailable);
 }
 
+/**
+ * Runs `wait` until the slot deadline (half the fn's timeout; then 503
+ * Timed out - server too busy) or `cancel` (its reason is thrown). `wait`
+ * gets the deadline apart from the cancel, for waits that may outlive the
+ * deadline (see SlotQueue.acquire).
+ */
+export async function untilSlotDeadline<T>(spec: FunctionSpec, cancel: AbortSignal, wait: (deadline: AbortSignal) => Promise<T>): Promise<T> {
+  const deadline = AbortSignal.timeout(Math.max(1, spec.timeoutMs / 2));
+  try {
+    return await wait(deadline);
+  } catch (err) {
+    if (cancel.aborted) throw cancel.reason;
+    if (deadline.aborted && (err as { name?: string } | null)?.name === 'TimeoutError') throw serverBusy();
+    throw err;
+  }
+}
+
 /** Why a container could not be started, as the waiting calls are told. */
 export function launchError(err: unknown): unknown {
   if (err instanceof ApiError) return err;
@@ -159,7 +176,7 @@ export class SlotPool {
   /** Memory and CPU for a new container: at once in fail-fast mode (else null), or waited for. */
   private async reserve(): Promise<ResourceToken | null | 'aborted'> {
     const { spec, host } = this;
-    const request = { memoryMB: spec.memoryMB, cpuMillis: spec.cpuMillis, isAsync: spec.type === 'detached' };
+    const request = spec.request;
     if (host.config.nonBlockingResources) return host.resources.tryReserve(request);
     const ctl = new AbortController();
     this.reserving.add(ctl);

@@ -4,6 +4,7 @@
  * kept beside it.
  */
 import type { CallFn, CallType, FnFormat } from '../models/index.js';
+import type { ResourceRequest } from './resource.js';
 import { slotKey } from './slots.js';
 
 export interface FunctionSpec {
@@ -22,6 +23,8 @@ export interface FunctionSpec {
   readonly tmpfsMB: number;
   readonly timeoutMs: number;
   readonly idleTimeoutMs: number;
+  /** What each container (or cold call) reserves: detached calls from the async area only. */
+  readonly request: ResourceRequest;
   /**
    * The container's environment: app config, then fn config, then the FDK
    * contract's FN_* (which config cannot override).
@@ -77,6 +80,7 @@ function buildSpec(fn: CallFn, type: CallType): FunctionSpec {
     tmpfsMB: fn.tmpfsMB,
     timeoutMs: fn.timeoutS * 1000,
     idleTimeoutMs: fn.idleTimeoutS * 1000,
+    request: { memoryMB: fn.memoryMB, cpuMillis: fn.cpuMillis, isAsync: type === 'detached' },
     env,
   };
 }

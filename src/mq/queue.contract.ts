@@ -8,6 +8,7 @@ import type { Queue } from './queue.js';
 
 export interface OpenedQueue {
   readonly queue: Queue;
+  /** Closes the queue and whatever it was opened on. */
   close(): Promise<void>;
 }
 

@@ -57,4 +57,6 @@ export interface Queue {
   dead(id: string, reason: string): Promise<void>;
   /** Ready and leased items (not dead ones). */
   size(): Promise<number>;
+  /** Releases the connection, if the queue holds one of its own. Idempotent. */
+  close(): Promise<void>;
 }

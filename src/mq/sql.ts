@@ -121,6 +121,9 @@ export class SqlQueue implements Queue {
       .execute();
   }
 
+  /** The database is the datastore's: it closes it. */
+  async close(): Promise<void> {}
+
   async size(): Promise<number> {
     const row = await this.db()
       .selectFrom('mq')

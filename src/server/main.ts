@@ -113,6 +113,19 @@ const ROLES: Record<NodeType, Wiring> = {
   },
 };
 
+/**
+ * Releases what a role holds, in order: no new detached calls are leased
+ * while the calls in flight finish, then the last records are stored, the
+ * log destinations and the queue closed, and the datastore last.
+ */
+async function release(parts: RoleParts, queue: Queue | undefined, datastore: SqlDatastore): Promise<void> {
+  await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
+  await parts.recorder?.close();
+  parts.syslog?.close();
+  await queue?.close();
+  await datastore.close();
+}
+
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
   const datastore = await openSqlDatastore(config.dbUrl);
   const changes = new Changes(logger);
@@ -127,10 +140,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();
-    await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
-    await parts.recorder?.close();
-    if (queue instanceof RedisQueue) await queue.close();
-    await datastore.close();
+    await release(parts, queue, datastore);
     throw err;
   }
   const port = (app.server.address() as AddressInfo).port;
@@ -155,11 +165,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         } finally {
           clearInterval(sweep);
         }
-        await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
-        await parts.recorder?.close();
-        parts.syslog?.close();
-        if (queue instanceof RedisQueue) await queue.close();
-        await datastore.close();
+        await release(parts, queue, datastore);
         logger.info('fnts stopped');
       })();
       return closing;

@@ -1,6 +1,7 @@
 /**
- * SqlCallStore: call records and logs on Kysely, in the datastore's own
- * database (the embedded SQLite file needs nothing more set up).
+ * SqlCallStore: call records and logs in the datastore's own database (the
+ * embedded SQLite file needs nothing more set up): read through Kysely,
+ * written in batches by the database's BatchWriter.
  */
 import type { Kysely } from 'kysely';
 import { ApiError, E, type CallRecord } from '../../models/index.js';
@@ -10,10 +11,11 @@ import type { Page } from '../datastore.js';
 import { limitOf, toPage } from './paging.js';
 import type { CallLogsTable, CallsTable, Schema } from './schema.js';
 
-/** Rows per INSERT statement: SQLite allows 32766 bound values, 6 per row. */
-const INSERT_CHUNK = 500;
-
-/** A database's own fast way to write batches of rows (see openSqlite); each batch is one transaction. */
+/**
+ * How a database writes batches of call records and logs, each batch one
+ * transaction: they come by the thousand per second, so each database does
+ * it its own fast way (SQLite: sqlite-writer.ts).
+ */
 export interface BatchWriter {
   calls(rows: readonly CallsTable[]): Promise<void>;
   logs(rows: readonly CallLogsTable[]): Promise<void>;
@@ -33,52 +35,24 @@ const callRow = (r: CallRecord): CallsTable => ({
 export class SqlCallStore implements CallStore {
   constructor(
     private readonly db: () => Kysely<Schema>,
-    private readonly writer?: BatchWriter,
+    private readonly writer: BatchWriter,
   ) {}
 
   async insertCalls(records: readonly CallRecord[]): Promise<void> {
     if (records.length === 0) return;
-    if (this.writer) {
-      this.db(); // throws once closed
-      return this.writer.calls(records.map(callRow));
-    }
-    await this.db()
-      .transaction()
-      .execute(async (trx) => {
-        for (let i = 0; i < records.length; i += INSERT_CHUNK) {
-          const rows = records.slice(i, i + INSERT_CHUNK).map(callRow);
-          await trx
-            .insertInto('calls')
-            .values(rows)
-            .onConflict((oc) => oc.column('id').doUpdateSet((eb) => ({ status: eb.ref('excluded.status'), record: eb.ref('excluded.record') })))
-            .execute();
-        }
-      });
+    this.db(); // throws once closed
+    return this.writer.calls(records.map(callRow));
   }
 
   async insertLogs(logs: readonly CallLogEntry[]): Promise<void> {
     if (logs.length === 0) return;
-    if (this.writer) {
-      this.db();
-      return this.writer.logs(logs.map((l) => ({ call_id: l.callId, fn_id: l.fnId, log: l.log })));
-    }
-    await this.db()
-      .transaction()
-      .execute(async (trx) => {
-        for (let i = 0; i < logs.length; i += INSERT_CHUNK) {
-          const rows = logs.slice(i, i + INSERT_CHUNK).map((l) => ({ call_id: l.callId, fn_id: l.fnId, log: l.log }));
-          await trx
-            .insertInto('call_logs')
-            .values(rows)
-            .onConflict((oc) => oc.column('call_id').doUpdateSet((eb) => ({ log: eb.ref('excluded.log') })))
-            .execute();
-        }
-      });
+    this.db();
+    return this.writer.logs(logs.map((l) => ({ call_id: l.callId, fn_id: l.fnId, log: l.log })));
   }
 
   /** Finishes writes in flight (the batch writer's). */
   async close(): Promise<void> {
-    await this.writer?.close();
+    await this.writer.close();
   }
 
   async getCall(fnId: string, callId: string): Promise<CallRecord> {

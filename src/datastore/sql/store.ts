@@ -110,8 +110,8 @@ export interface SqlDatastoreOptions {
   isUniqueViolation(err: unknown): boolean;
   /** Releases the driver's own resources after Kysely is destroyed. */
   onClose?: () => Promise<void> | void;
-  /** The database's fast batch writes of call records, made once the schema is migrated. */
-  batchWriter?: () => BatchWriter;
+  /** The database's batch writes of call records, made once the schema is migrated. */
+  batchWriter: () => BatchWriter;
 }
 
 export class SqlDatastore implements Datastore {
@@ -123,7 +123,7 @@ export class SqlDatastore implements Datastore {
     private readonly db: Kysely<Schema>,
     private readonly options: SqlDatastoreOptions,
   ) {
-    this.calls = new SqlCallStore(() => this.q, options.batchWriter?.());
+    this.calls = new SqlCallStore(() => this.q, options.batchWriter());
   }
 
   /** Opens the store on `db` and brings its schema up to date. */
