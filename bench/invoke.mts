@@ -12,7 +12,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdtempSync, rmSync, chmodSync, watch, existsSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, chmodSync, watch, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -117,6 +117,76 @@ function median(xs: number[]): number {
 
 const fmt = (n: number, d = 0): string => n.toFixed(d);
 
+/** CPU of each thread of process `pid` so far, in microseconds, keyed by thread id, with its nice value. */
+function threadCpu(pid: number): Map<string, { us: number; nice: number }> {
+  const out = new Map<string, { us: number; nice: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      out.set(tid, { us: (Number(f[11]) + Number(f[12])) * 10_000, nice: Number(f[16]) });
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
+
+interface AbSide {
+  rps: number;
+  cpuUs: number;
+  /** CPU per call spent by threads running below normal priority (the call record writer). */
+  lowPriorityUs: number;
+}
+
+/**
+ * Two servers that differ only in `onEnv` / `offEnv`, each with the hello
+ * fn, measured at 1 connection in turns (on, off, on, off, ...), so that
+ * the machine's drift between rounds hits both alike; medians are reported.
+ */
+async function abAtOneConnection(
+  image: string,
+  onEnv: Record<string, string>,
+  offEnv: Record<string, string>,
+  what: string,
+): Promise<{ on: AbSide; off: AbSide; costPct: number; perRound: number[]; rounds: number }> {
+  const rounds = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
+  const seconds = Math.max(3, Math.round(SECONDS / 2));
+  const dirs: string[] = [];
+  const servers: Array<{ fnts: FntsProcess; url: string }> = [];
+  try {
+    for (const env of [onEnv, offEnv]) {
+      const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
+      dirs.push(dataDir);
+      const fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', ...env });
+      const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
+      const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
+      servers.push({ fnts, url: `${fnts.url}/invoke/${fn.id}` });
+    }
+    process.stderr.write(`bench: ${what} on and off, 1 connection, ${rounds} rounds of ${seconds} s each in turns...\n`);
+    for (const s of servers) await cannon({ url: s.url, connections: 1, seconds: 3 });
+    const sides = servers.map(() => ({ rps: [] as number[], cpuUs: [] as number[], lowUs: [] as number[] }));
+    for (let r = 0; r < rounds; r++) {
+      for (const [i, s] of servers.entries()) {
+        const pid = s.fnts.proc.pid!;
+        const before = threadCpu(pid);
+        const figures = await cannon({ url: s.url, connections: 1, seconds, pid });
+        const calls = Math.max(1, figures.rps * seconds);
+        let low = 0;
+        for (const [tid, t] of threadCpu(pid)) if (t.nice > 0) low += t.us - (before.get(tid)?.us ?? 0);
+        sides[i]!.rps.push(figures.rps);
+        sides[i]!.cpuUs.push(figures.cpuUs ?? NaN);
+        sides[i]!.lowUs.push(low / calls);
+      }
+    }
+    const side = (i: number): AbSide => ({ rps: median(sides[i]!.rps), cpuUs: median(sides[i]!.cpuUs), lowPriorityUs: median(sides[i]!.lowUs) });
+    const perRound = sides[0]!.rps.map((on, r) => (100 * (sides[1]!.rps[r]! - on)) / sides[1]!.rps[r]!);
+    return { on: side(0), off: side(1), costPct: median(perRound), perRound, rounds };
+  } finally {
+    for (const s of servers) await s.fnts.stop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<void> {
   process.stderr.write('bench: building images...\n');
   const image = await ensureFunctionImage('hello', HELLO_FUNC_JS);
@@ -172,24 +242,8 @@ async function main(): Promise<void> {
     }
   }
 
-  // ---- the same adaptive server with call records off: what keeping records costs
-  let recordsOff: Figures | undefined;
-  {
-    const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
-    let fnts: FntsProcess | undefined;
-    try {
-      fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', FNTS_CALL_RECORDS: 'off' });
-      const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
-      const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
-      const url = `${fnts.url}/invoke/${fn.id}`;
-      process.stderr.write('bench: fnts with call records off, 1 connection...\n');
-      await cannon({ url, connections: 1, seconds: 5 });
-      recordsOff = await cannon({ url, connections: 1, pid: fnts.proc.pid });
-    } finally {
-      await fnts?.stop();
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  }
+  // ---- what keeping call records costs: servers with records on and off, measured in turns
+  const records = await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'on' }, { FNTS_CALL_RECORDS: 'off' }, 'call records');
 
   const a = runs['adaptive']!;
   const s = runs['seed']!;
@@ -200,10 +254,11 @@ async function main(): Promise<void> {
   say(`ratio  1 conn: ${fmt((100 * a.c1.rps) / d1.rps, 1)}% of direct (goal >= 40%, aim 50%)`);
   say(`ratio 16 conn: ${fmt((100 * a.c16.rps) / d16.rps, 1)}% of direct`);
   say(`fnts server CPU per call: ${fmt(a.c1.cpuUs ?? NaN)} us at 1 conn, ${fmt(a.c16.cpuUs ?? NaN)} us at 16 conn (less noisy than req/s on a shared machine)`);
-  if (recordsOff) {
-    const cost = (100 * (recordsOff.rps - a.c1.rps)) / recordsOff.rps;
-    say(`call records at 1 conn: on ${fmt(a.c1.rps)} req/s (${fmt(a.c1.cpuUs ?? NaN)} us CPU per call), off ${fmt(recordsOff.rps)} req/s (${fmt(recordsOff.cpuUs ?? NaN)} us): records cost ${fmt(cost, 1)}% of throughput (goal <= 5%)`);
-  }
+  say(
+    `call records at 1 conn (${records.rounds} rounds in turns): on ${fmt(records.on.rps)} req/s, off ${fmt(records.off.rps)} req/s (medians): ` +
+      `records cost ${fmt(records.costPct, 1)}% of throughput (goal <= 5%; rounds ${records.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
+      `server CPU per call on ${fmt(records.on.cpuUs)} us (${fmt(records.on.lowPriorityUs)} us of it in low-priority threads), off ${fmt(records.off.cpuUs)} us`,
+  );
   say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
 }
 

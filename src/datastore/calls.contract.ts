@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError, type CallRecord, type CallStatus } from '../models/index.js';
-import type { CallStore } from './calls.js';
+import type { CallLogEntry, CallStore } from './calls.js';
 
 export interface OpenedCallStore {
   readonly calls: CallStore;
@@ -28,6 +28,10 @@ function record(id: string, fnId: string, createdAt: string, status: CallStatus 
   };
 }
 
+function log(callId: string, fnId: string, text: string): CallLogEntry {
+  return { callId, fnId, appId: 'app1', created: Date.parse(at(1)), log: text };
+}
+
 const at = (second: number): string => new Date(Date.UTC(2026, 10, 23, 10, 0, second)).toISOString();
 
 export function runCallStoreContract(name: string, open: () => Promise<OpenedCallStore>): void {
@@ -42,7 +46,7 @@ export function runCallStoreContract(name: string, open: () => Promise<OpenedCal
     it('keeps a record as written and finds it only under its own fn', async () => {
       const calls = await store();
       const r = record('c1', 'f1', at(1), 'error');
-      await calls.insertCalls([r]);
+      await calls.insert([r]);
       expect(await calls.getCall('f1', 'c1')).toEqual(r);
       await expect(calls.getCall('f2', 'c1')).rejects.toMatchObject({ status: 404, message: 'Call not found' });
       await expect(calls.getCall('f1', 'nope')).rejects.toBeInstanceOf(ApiError);
@@ -50,8 +54,8 @@ export function runCallStoreContract(name: string, open: () => Promise<OpenedCal
 
     it('replaces a record written again with the same id (queued, then its outcome)', async () => {
       const calls = await store();
-      await calls.insertCalls([{ ...record('c1', 'f1', at(1)), status: 'queued' as CallStatus }]);
-      await calls.insertCalls([record('c1', 'f1', at(1))]);
+      await calls.insert([{ ...record('c1', 'f1', at(1)), status: 'queued' as CallStatus }]);
+      await calls.insert([record('c1', 'f1', at(1))]);
       expect((await calls.getCall('f1', 'c1')).status).toBe('success');
       expect((await calls.listCalls({ fnId: 'f1', perPage: 10 })).items).toHaveLength(1);
     });
@@ -59,7 +63,7 @@ export function runCallStoreContract(name: string, open: () => Promise<OpenedCal
     it('lists newest first, page by page, within a time window', async () => {
       const calls = await store();
       // Two calls share a created_at: the id orders them.
-      await calls.insertCalls([record('a', 'f1', at(1)), record('b', 'f1', at(2)), record('c', 'f1', at(2)), record('d', 'f1', at(3)), record('x', 'f2', at(2))]);
+      await calls.insert([record('a', 'f1', at(1)), record('b', 'f1', at(2)), record('c', 'f1', at(2)), record('d', 'f1', at(3)), record('x', 'f2', at(2))]);
       const first = await calls.listCalls({ fnId: 'f1', perPage: 2 });
       expect(first.items.map((r) => r.id)).toEqual(['d', 'c']);
       const second = await calls.listCalls({ fnId: 'f1', perPage: 2, cursor: first.nextCursor });
@@ -72,16 +76,35 @@ export function runCallStoreContract(name: string, open: () => Promise<OpenedCal
 
     it('keeps logs apart, each under its call and fn', async () => {
       const calls = await store();
-      await calls.insertCalls([record('c1', 'f1', at(1))]);
-      await calls.insertLogs([{ callId: 'c1', fnId: 'f1', log: 'line one\nline two\n' }]);
+      await calls.insert([record('c1', 'f1', at(1))]);
+      await calls.insert([], [log('c1', 'f1', 'line one\nline two\n')]);
       expect(await calls.getLog('f1', 'c1')).toBe('line one\nline two\n');
       await expect(calls.getLog('f2', 'c1')).rejects.toMatchObject({ status: 404, message: 'Call log not found' });
     });
 
+    it('keeps a log written with its record, before it, or after it; a rewritten record keeps its log', async () => {
+      const calls = await store();
+      // In the same batch as its record.
+      await calls.insert([record('same', 'f1', at(1))], [log('same', 'f1', 'together\n')]);
+      expect(await calls.getLog('f1', 'same')).toBe('together\n');
+      // Before its record (a call cut short): the call shows as running until its record comes.
+      await calls.insert([], [log('early', 'f1', 'first\n')]);
+      expect(await calls.getCall('f1', 'early')).toMatchObject({ id: 'early', status: 'running', fn_id: 'f1', app_id: 'app1' });
+      await calls.insert([record('early', 'f1', at(1), 'error')]);
+      expect(await calls.getCall('f1', 'early')).toMatchObject({ status: 'error', error: 'boom' });
+      expect(await calls.getLog('f1', 'early')).toBe('first\n');
+      // A record with no log yet has none to show.
+      await calls.insert([record('late', 'f1', at(1))]);
+      await expect(calls.getLog('f1', 'late')).rejects.toMatchObject({ status: 404, message: 'Call log not found' });
+      await calls.insert([], [log('late', 'f1', 'after\n')]);
+      expect(await calls.getLog('f1', 'late')).toBe('after\n');
+      expect((await calls.listCalls({ fnId: 'f1', perPage: 10 })).items).toHaveLength(3);
+    });
+
     it('prunes records older than the retention and beyond the per-fn cap, with their logs', async () => {
       const calls = await store();
-      await calls.insertCalls([record('old', 'f1', at(0)), ...[1, 2, 3, 4].map((s) => record(`n${s}`, 'f1', at(s))), record('other', 'f2', at(4))]);
-      await calls.insertLogs([{ callId: 'old', fnId: 'f1', log: 'x' }, { callId: 'n1', fnId: 'f1', log: 'y' }, { callId: 'n4', fnId: 'f1', log: 'z' }]);
+      await calls.insert([record('old', 'f1', at(0)), ...[1, 2, 3, 4].map((s) => record(`n${s}`, 'f1', at(s))), record('other', 'f2', at(4))]);
+      await calls.insert([], [log('old', 'f1', 'x'), log('n1', 'f1', 'y'), log('n4', 'f1', 'z')]);
       const removed = await calls.prune(at(1), 2);
       expect(removed).toBe(3);
       expect((await calls.listCalls({ fnId: 'f1', perPage: 10 })).items.map((r) => r.id)).toEqual(['n4', 'n3']);

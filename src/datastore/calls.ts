@@ -3,9 +3,10 @@
  * implementation must pass `runCallStoreContract` (datastore/calls.contract.ts).
  *
  * Rules every implementation MUST keep:
- * - Records are written in batches (insertCalls) by a writer off the call
- *   path; writing a record whose id exists replaces it (a detached call's
- *   record moves from queued to its outcome).
+ * - Records and logs are written in batches (insert) by a writer off the
+ *   call path; writing a record whose id exists replaces it (a detached
+ *   call's record moves from queued to its outcome) and keeps its log. A
+ *   log may be stored before its record.
  * - Lookups of a missing record throw `CallNotFound`, of a missing log
  *   `CallLogNotFound`; a record of another fn is missing too.
  * - Lists are newest first (created_at, then id, descending), `perPage` at
@@ -28,12 +29,21 @@ export interface CallFilter extends PageRequest {
 export interface CallLogEntry {
   readonly callId: string;
   readonly fnId: string;
+  readonly appId: string;
+  /** The call's creation, in ms since the epoch. */
+  readonly created: number;
   readonly log: string;
 }
 
 export interface CallStore {
-  insertCalls(records: readonly CallRecord[]): Promise<void>;
-  insertLogs(logs: readonly CallLogEntry[]): Promise<void>;
+  /** Stores records and logs, one batch. */
+  insert(records: readonly CallRecord[], logs?: readonly CallLogEntry[]): Promise<void>;
+  /**
+   * The same, with each record already its JSON: the recorder serializes a
+   * record when its call ends, so nothing of the call lives on until the
+   * batch is written.
+   */
+  insertSerialized(records: readonly string[], logs?: readonly CallLogEntry[]): Promise<void>;
   getCall(fnId: string, callId: string): Promise<CallRecord>;
   listCalls(filter: CallFilter): Promise<Page<CallRecord>>;
   getLog(fnId: string, callId: string): Promise<string>;

@@ -81,7 +81,7 @@ export function registerCallsApi(app: FastifyInstance, deps: CallsApiDeps): void
         const record = await calls.getCall(fnId, callId);
         if (!(await queue.redrive(fnId, callId))) throw new ApiError(E.CallNotDead);
         const queued: CallRecord = { ...record, status: 'queued', attempts: 0 };
-        await calls.insertCalls([queued]);
+        await calls.insert([queued]);
         return reply.code(202).send(queued);
       },
     });

@@ -43,7 +43,7 @@ export class QueueIntake implements DetachedIntake {
     // The same submission again: the earlier call stands for it.
     if (id !== call.id) return id;
     // The call is safe in the queue; its record is a convenience that must not fail the answer.
-    await this.calls?.insertCalls([queuedRecord(call)]).catch((err: unknown) => this.log.warn({ err, call: call.id }, 'could not record a queued call'));
+    await this.calls?.insert([queuedRecord(call)]).catch((err: unknown) => this.log.warn({ err, call: call.id }, 'could not record a queued call'));
     this.workers?.notify();
     return id;
   }

@@ -99,7 +99,7 @@ const ROLES: Record<NodeType, Wiring> = {
       log: logger.child({ module: 'async' }),
       // Stored at once (not batched): the queue lets go of a call only once its outcome is kept.
       record: async (r) => {
-        if (recorder) await datastore.calls.insertCalls([r]);
+        if (recorder) await datastore.calls.insert([r]);
       },
       instance: agent.config.instance,
     });

@@ -1,7 +1,8 @@
 /**
  * SqlCallStore: call records and logs in the datastore's own database (the
  * embedded SQLite file needs nothing more set up): read through Kysely,
- * written in batches by the database's BatchWriter.
+ * written and pruned in batches by the database's BatchWriter. A call's log
+ * is a column of its record's row: one row per call.
  */
 import type { Kysely } from 'kysely';
 import { ApiError, E, type CallRecord } from '../../models/index.js';
@@ -9,28 +10,31 @@ import type { CallFilter, CallLogEntry, CallStore } from '../calls.js';
 import { decodeCursor } from '../cursor.js';
 import type { Page } from '../datastore.js';
 import { limitOf, toPage } from './paging.js';
-import type { CallLogsTable, CallsTable, Schema } from './schema.js';
+import type { Schema } from './schema.js';
+
+/** A call's log as the writer stores it: on its call's row (its app and creation time make a placeholder row when the record is not stored yet). */
+export interface LogRow {
+  id: string;
+  fn_id: string;
+  app_id: string;
+  /** The call's creation, in ms since the epoch. */
+  created: number;
+  log: string;
+}
 
 /**
- * How a database writes batches of call records and logs, each batch one
- * transaction: they come by the thousand per second, so each database does
- * it its own fast way (SQLite: sqlite-writer.ts).
+ * How a database writes batches of call records (as JSON) and logs, each
+ * batch one transaction, and prunes them: they come by the thousand per
+ * second, so each database does it its own fast way, off the event loop
+ * where it can (SQLite: sqlite-writer.ts).
  */
 export interface BatchWriter {
-  calls(rows: readonly CallsTable[]): Promise<void>;
-  logs(rows: readonly CallLogsTable[]): Promise<void>;
+  write(records: readonly string[], logs: readonly LogRow[]): Promise<void>;
+  /** Removes records created before `before` and beyond the newest `perFn` of each fn; resolves with how many. */
+  prune(before: string, perFn: number): Promise<number>;
   /** Finishes the batches in flight and releases the writer. Idempotent. */
   close(): Promise<void>;
 }
-
-const callRow = (r: CallRecord): CallsTable => ({
-  id: r.id,
-  fn_id: r.fn_id,
-  app_id: r.app_id,
-  status: r.status,
-  created_at: r.created_at,
-  record: JSON.stringify(r),
-});
 
 export class SqlCallStore implements CallStore {
   constructor(
@@ -38,16 +42,20 @@ export class SqlCallStore implements CallStore {
     private readonly writer: BatchWriter,
   ) {}
 
-  async insertCalls(records: readonly CallRecord[]): Promise<void> {
-    if (records.length === 0) return;
-    this.db(); // throws once closed
-    return this.writer.calls(records.map(callRow));
+  async insert(records: readonly CallRecord[], logs: readonly CallLogEntry[] = []): Promise<void> {
+    return this.insertSerialized(
+      records.map((r) => JSON.stringify(r)),
+      logs,
+    );
   }
 
-  async insertLogs(logs: readonly CallLogEntry[]): Promise<void> {
-    if (logs.length === 0) return;
-    this.db();
-    return this.writer.logs(logs.map((l) => ({ call_id: l.callId, fn_id: l.fnId, log: l.log })));
+  async insertSerialized(records: readonly string[], logs: readonly CallLogEntry[] = []): Promise<void> {
+    if (records.length === 0 && logs.length === 0) return;
+    this.db(); // throws once closed
+    return this.writer.write(
+      records,
+      logs.map((l) => ({ id: l.callId, fn_id: l.fnId, app_id: l.appId, created: l.created, log: l.log })),
+    );
   }
 
   /** Finishes writes in flight (the batch writer's). */
@@ -74,47 +82,13 @@ export class SqlCallStore implements CallStore {
   }
 
   async getLog(fnId: string, callId: string): Promise<string> {
-    const row = await this.db().selectFrom('call_logs').select('log').where('call_id', '=', callId).where('fn_id', '=', fnId).executeTakeFirst();
-    if (!row) throw new ApiError(E.CallLogNotFound);
+    const row = await this.db().selectFrom('calls').select('log').where('id', '=', callId).where('fn_id', '=', fnId).executeTakeFirst();
+    if (row?.log == null) throw new ApiError(E.CallLogNotFound);
     return row.log;
   }
 
   async prune(before: string, perFn: number): Promise<number> {
-    return this.db()
-      .transaction()
-      .execute(async (trx) => {
-        let removed = Number((await trx.deleteFrom('calls').where('created_at', '<', before).executeTakeFirst()).numDeletedRows);
-        const crowded = await trx
-          .selectFrom('calls')
-          .select(['fn_id', (eb) => eb.fn.countAll<number>().as('n')])
-          .groupBy('fn_id')
-          .having((eb) => eb.fn.countAll(), '>', perFn)
-          .execute();
-        for (const { fn_id } of crowded) {
-          // The oldest record still kept: everything older goes.
-          const edge = await trx
-            .selectFrom('calls')
-            .select(['created_at', 'id'])
-            .where('fn_id', '=', fn_id)
-            .orderBy('created_at', 'desc')
-            .orderBy('id', 'desc')
-            .offset(perFn - 1)
-            .limit(1)
-            .executeTakeFirst();
-          if (!edge) continue;
-          const res = await trx
-            .deleteFrom('calls')
-            .where('fn_id', '=', fn_id)
-            .where((eb) => eb.or([eb('created_at', '<', edge.created_at), eb.and([eb('created_at', '=', edge.created_at), eb('id', '<', edge.id)])]))
-            .executeTakeFirst();
-          removed += Number(res.numDeletedRows);
-        }
-        // Logs of records that are gone.
-        await trx
-          .deleteFrom('call_logs')
-          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('calls').select('id').whereRef('calls.id', '=', 'call_logs.call_id'))))
-          .execute();
-        return removed;
-      });
+    this.db();
+    return this.writer.prune(before, perFn);
   }
 }

@@ -3,7 +3,7 @@
  * Written with Kysely's schema builder so the same migrations run on SQLite
  * and Postgres. Never edit a released migration: add a new one.
  */
-import type { Kysely, Migration } from 'kysely';
+import { sql, type Kysely, type Migration } from 'kysely';
 
 // Text columns hold names and ids compared bytewise; JSON columns hold config
 // and annotations; timestamps are RFC 3339 strings in UTC (sortable as text).
@@ -138,9 +138,30 @@ const m0004: Migration = {
   },
 };
 
+// A call's log moves onto its record's row: one row written per call rather
+// than two, and a pruned record takes its log with it.
+const m0005: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('calls').addColumn('log', 'text').execute();
+    await sql`UPDATE calls SET log = (SELECT log FROM call_logs WHERE call_logs.call_id = calls.id)`.execute(db);
+    await db.schema.dropTable('call_logs').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('call_logs')
+      .addColumn('call_id', 'varchar(64)', (c) => c.primaryKey())
+      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('log', 'text', (c) => c.notNull())
+      .execute();
+    await sql`INSERT INTO call_logs (call_id, fn_id, log) SELECT id, fn_id, log FROM calls WHERE log IS NOT NULL`.execute(db);
+    await db.schema.alterTable('calls').dropColumn('log').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
   '0003_calls': m0003,
   '0004_mq': m0004,
+  '0005_call_logs_inline': m0005,
 };

@@ -47,12 +47,8 @@ export interface CallsTable {
   created_at: string;
   /** The CallRecord as JSON. */
   record: string;
-}
-
-export interface CallLogsTable {
-  call_id: string;
-  fn_id: string;
-  log: string;
+  /** What the call's container wrote (capped); null until it is stored. */
+  log: string | null;
 }
 
 export interface MqTable {
@@ -84,7 +80,6 @@ export interface Schema {
   fns: FnsTable;
   triggers: TriggersTable;
   calls: CallsTable;
-  call_logs: CallLogsTable;
   mq: MqTable;
   mq_keys: MqKeysTable;
 }

@@ -1,113 +1,168 @@
 /**
  * Call records arrive by the thousand per second. On SQLite (whose driver
- * is synchronous: every statement runs on the event loop) they are written
- * by a worker thread with its own connection to the same file, so a batch
- * costs the server's event loop only a message: WAL lets the server read
- * while the worker writes. Statements are prepared once; each batch is one
- * transaction. An in-memory database cannot be shared with a thread: it is
- * written in place, with the same prepared statements.
+ * is synchronous: every statement runs on the event loop) they are written,
+ * and pruned, by a worker thread with its own connection to the same file,
+ * so a batch costs the server's event loop only a message: WAL lets the
+ * server read while the worker writes. The thread runs at a lower priority
+ * than the server's own, so on a busy machine keeping records yields to
+ * serving calls. Statements are prepared once; each batch is one
+ * transaction. An in-memory database cannot be shared with a thread: the
+ * same program runs in place on it.
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
-import type { BatchWriter } from './calls.js';
-import type { CallLogsTable, CallsTable } from './schema.js';
+import type { BatchWriter, LogRow } from './calls.js';
 
-const INSERT_CALL =
-  'INSERT INTO calls (id, fn_id, app_id, status, created_at, record) VALUES (@id, @fn_id, @app_id, @status, @created_at, @record) ' +
-  'ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record';
-const INSERT_LOG = 'INSERT INTO call_logs (call_id, fn_id, log) VALUES (@call_id, @fn_id, @log) ON CONFLICT (call_id) DO UPDATE SET log = excluded.log';
+/**
+ * The writer's program, as plain CommonJS source so that the worker thread
+ * and the in-place writer run the very same code: given a better-sqlite3
+ * database `db`, it returns `write(calls, logs)` and `prune(before, perFn)`.
+ *
+ * Records come as their JSON (serialized when the call ended, so nothing of
+ * a call lives on in the server until its batch is written); the row's
+ * columns are read from it here, off the event loop.
+ *
+ * A record replaces an earlier one with its id (a detached call moves from
+ * queued to its outcome) and keeps the log already stored. A log lands on
+ * its call's row; when the record is not there yet (the log of a call cut
+ * short can come first), a `running` placeholder holds it until the record
+ * arrives.
+ */
+const PROGRAM = `
+const insertCall = db.prepare(
+  'INSERT INTO calls (id, fn_id, app_id, status, created_at, record, log) VALUES (@id, @fn_id, @app_id, @status, @created_at, @record, @log) ' +
+  'ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record, log = coalesce(excluded.log, calls.log)');
+const setLog = db.prepare('UPDATE calls SET log = @log WHERE id = @id');
+const placeholder = db.prepare(
+  "INSERT INTO calls (id, fn_id, app_id, status, created_at, record, log) VALUES (@id, @fn_id, @app_id, 'running', @created_at, @record, @log) " +
+  'ON CONFLICT (id) DO UPDATE SET log = excluded.log');
+const pruneOld = db.prepare('DELETE FROM calls WHERE created_at < ?');
+const crowded = db.prepare('SELECT fn_id FROM calls GROUP BY fn_id HAVING count(*) > ?').pluck();
+const edge = db.prepare('SELECT created_at, id FROM calls WHERE fn_id = ? ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?');
+const pruneFn = db.prepare('DELETE FROM calls WHERE fn_id = @fn_id AND (created_at < @created_at OR (created_at = @created_at AND id < @id))');
+return {
+  write: db.transaction((records, logs) => {
+    // A log whose record is in the same batch goes into the record's row.
+    const byId = new Map();
+    for (const log of logs) byId.set(log.id, log);
+    for (const json of records) {
+      const r = JSON.parse(json);
+      const log = byId.get(r.id);
+      if (log !== undefined && log.fn_id === r.fn_id) byId.delete(r.id);
+      insertCall.run({ id: r.id, fn_id: r.fn_id, app_id: r.app_id, status: r.status, created_at: r.created_at, record: json, log: log === undefined ? null : log.log });
+    }
+    for (const row of byId.values()) {
+      if (setLog.run(row).changes === 0) {
+        const created_at = new Date(row.created).toISOString();
+        const record = JSON.stringify({ id: row.id, status: 'running', app_id: row.app_id, fn_id: row.fn_id, created_at, stats: [] });
+        placeholder.run({ id: row.id, fn_id: row.fn_id, app_id: row.app_id, created_at, record, log: row.log });
+      }
+    }
+  }),
+  prune: db.transaction((before, perFn) => {
+    let removed = pruneOld.run(before).changes;
+    for (const fn_id of crowded.all(perFn)) {
+      const last = edge.get(fn_id, perFn - 1);
+      if (last) removed += pruneFn.run({ fn_id, created_at: last.created_at, id: last.id }).changes;
+    }
+    return removed;
+  }),
+};
+`;
 
-/** The batch inserts on `database`, prepared once. */
-function batchInserts(database: BetterSqlite3.Database): { calls(rows: readonly CallsTable[]): void; logs(rows: readonly CallLogsTable[]): void } {
-  const call = database.prepare(INSERT_CALL);
-  const log = database.prepare(INSERT_LOG);
-  return {
-    calls: database.transaction((rows: readonly CallsTable[]) => {
-      for (const row of rows) call.run(row);
-    }),
-    logs: database.transaction((rows: readonly CallLogsTable[]) => {
-      for (const row of rows) log.run(row);
-    }),
-  };
+interface Program {
+  write(records: readonly string[], logs: readonly LogRow[]): void;
+  prune(before: string, perFn: number): number;
 }
 
 /** Writes batches on the calling thread (an in-memory database). */
 export function inPlaceWriter(database: BetterSqlite3.Database): BatchWriter {
-  const inserts = batchInserts(database);
+  // The one program both writers run (see PROGRAM).
+  const program = new Function('db', PROGRAM)(database) as Program;
   return {
-    async calls(rows) {
-      inserts.calls(rows);
+    async write(records, logs) {
+      program.write(records, logs);
     },
-    async logs(rows) {
-      inserts.logs(rows);
+    async prune(before, perFn) {
+      return program.prune(before, perFn);
     },
     async close() {},
   };
 }
 
-// The worker's program, CommonJS as `eval` workers run it: it opens the file,
-// prepares the statements, and answers each batch with its id (and error).
+// The worker: it lowers its own priority (on Linux a thread's nice value is
+// its own), opens the file, and answers each message with its id and result
+// (or error).
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
+try { require('node:os').setPriority(workerData.nice); } catch {}
 const Database = require(workerData.driver);
 const db = new Database(workerData.path);
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = NORMAL');
 db.pragma('busy_timeout = 5000');
-const call = db.prepare(${JSON.stringify(INSERT_CALL)});
-const log = db.prepare(${JSON.stringify(INSERT_LOG)});
-const write = {
-  calls: db.transaction((rows) => { for (const r of rows) call.run(r); }),
-  logs: db.transaction((rows) => { for (const r of rows) log.run(r); }),
-};
+const program = (function (db) { ${PROGRAM} })(db);
 parentPort.on('message', (m) => {
   if (m.kind === 'close') { db.close(); parentPort.postMessage({ id: m.id }); return; }
-  try { write[m.kind](m.rows); parentPort.postMessage({ id: m.id }); }
-  catch (err) { parentPort.postMessage({ id: m.id, error: String(err && err.message || err) }); }
+  try {
+    const result = m.kind === 'write' ? program.write(m.records, m.logs) : program.prune(m.before, m.perFn);
+    parentPort.postMessage({ id: m.id, result });
+  } catch (err) { parentPort.postMessage({ id: m.id, error: String(err && err.message || err) }); }
 });
 `;
+
+/**
+ * How much lower than the server the writer thread runs (a nice value):
+ * under contention it gets about a tenth of a core, still several thousand
+ * records a second, so it cannot fall behind for long.
+ */
+const WRITER_NICE = 10;
+
+type Message = { kind: 'write'; records: readonly string[]; logs: readonly LogRow[] } | { kind: 'prune'; before: string; perFn: number } | { kind: 'close' };
 
 /** Writes batches from a worker thread with its own connection to the file at `path`. */
 export function workerWriter(path: string): BatchWriter {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const worker = new Worker(WORKER, { eval: true, workerData: { path, driver } });
+  const worker = new Worker(WORKER, { eval: true, workerData: { path, driver, nice: WRITER_NICE } });
   // The server's exit is not held up by an idle writer.
   worker.unref();
   let seq = 0;
   let failed: Error | undefined;
-  const pending = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+  const pending = new Map<number, { resolve: (result: unknown) => void; reject: (err: Error) => void }>();
   const failAll = (err: Error): void => {
     failed ??= err;
     for (const p of pending.values()) p.reject(err);
     pending.clear();
   };
-  worker.on('message', (m: { id: number; error?: string }) => {
+  worker.on('message', (m: { id: number; result?: unknown; error?: string }) => {
     const p = pending.get(m.id);
     pending.delete(m.id);
-    if (m.error === undefined) p?.resolve();
+    if (m.error === undefined) p?.resolve(m.result);
     else p?.reject(new Error(`call records not written: ${m.error}`));
   });
   worker.on('error', (err) => failAll(err));
   worker.on('exit', (code) => failAll(new Error(`the call record writer stopped (exit ${code})`)));
-  const send = (kind: 'calls' | 'logs' | 'close', rows?: readonly unknown[]): Promise<void> => {
+  const send = (message: Message): Promise<unknown> => {
     if (failed) return Promise.reject(failed);
     const id = seq++;
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<unknown>((resolve, reject) => {
       pending.set(id, { resolve, reject });
-      // Keeps the process alive only while a batch is in flight.
+      // Keeps the process alive only while a message is in flight.
       worker.ref();
-      worker.postMessage({ id, kind, rows });
+      worker.postMessage({ id, ...message });
     }).finally(() => {
       if (pending.size === 0) worker.unref();
     });
   };
   let closing: Promise<void> | undefined;
   return {
-    calls: (rows) => send('calls', rows),
-    logs: (rows) => send('logs', rows),
+    write: async (records, logs) => {
+      await send({ kind: 'write', records, logs });
+    },
+    prune: async (before, perFn) => Number(await send({ kind: 'prune', before, perFn })),
     close() {
-      closing ??= send('close')
+      closing ??= send({ kind: 'close' })
         .catch(() => undefined)
         .then(() => worker.terminate())
         .then(() => undefined);

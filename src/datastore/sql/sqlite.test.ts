@@ -55,6 +55,23 @@ describe('sqlite datastore', () => {
     await store.close();
   });
 
+  it('upgrades a database whose call logs had a table of their own, keeping every log', async () => {
+    const path = join(dir, 'call-logs-table.db');
+    const old = new Kysely<any>({ dialect: new SqliteDialect({ database: new BetterSqlite3(path) }) });
+    const upTo0004 = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= '0004'));
+    const migrator = new Migrator({ db: old, provider: { getMigrations: async () => upTo0004 }, migrationTableName: 'fnts_migrations', migrationLockTableName: 'fnts_migrations_lock' });
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    const record = { id: 'C1', status: 'success', app_id: 'A', fn_id: 'F', created_at: '2026-11-23T10:00:00.000Z', stats: [] };
+    await old.insertInto('calls').values({ id: 'C1', fn_id: 'F', app_id: 'A', status: 'success', created_at: record.created_at, record: JSON.stringify(record) }).execute();
+    await old.insertInto('call_logs').values({ call_id: 'C1', fn_id: 'F', log: 'kept\n' }).execute();
+    await old.destroy();
+
+    const store = await openSqlite(path);
+    expect(await store.calls.getCall('F', 'C1')).toEqual(record);
+    expect(await store.calls.getLog('F', 'C1')).toBe('kept\n');
+    await store.close();
+  });
+
   it('reads Fn-style FN_DB_URLs', () => {
     expect(sqlitePath('sqlite3:///var/lib/fn/fn.db')).toBe('/var/lib/fn/fn.db');
     expect(sqlitePath('sqlite3://data/fn.db', '/srv')).toBe('/srv/data/fn.db');

@@ -13,7 +13,7 @@ import { migrations } from './migrations.js';
 import { limitOf, toPage } from './paging.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 
-export type { AppsTable, CallLogsTable, CallsTable, FnsTable, MqTable, Schema, TriggersTable } from './schema.js';
+export type { AppsTable, CallsTable, FnsTable, MqTable, Schema, TriggersTable } from './schema.js';
 
 export class DatastoreClosedError extends Error {
   override readonly name = 'DatastoreClosedError';
