@@ -388,6 +388,14 @@ export function runDriverContract(name: string, makeDriver: () => Driver | Promi
       await ended(cb);
     });
 
+    it('ping() resolves while the engine answers; an aborted signal rejects with its reason; a closed driver with DriverError', async () => {
+      await within(driver.ping(), patience, 'ping()');
+      const reason = new Error('the prober gave up');
+      await expect(driver.ping(AbortSignal.abort(reason))).rejects.toBe(reason);
+      await driver.close();
+      await expect(driver.ping()).rejects.toBeInstanceOf(DriverError);
+    });
+
     it('watchStats reports readings of a running container, with its memory limit, until stopped', async () => {
       const s = spec(fixtures.forever);
       const c = await prepare(s);

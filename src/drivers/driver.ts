@@ -191,6 +191,14 @@ export interface Driver {
    */
   removeContainers(labels: Readonly<Record<string, string>>, which?: (c: ContainerInfo) => boolean): Promise<number>;
   /**
+   * Resolves once the engine answers its cheapest request: what a readiness
+   * probe asks before sending calls here. Throws DriverError saying why when
+   * the engine does not answer, or once the driver is closed; rejects with
+   * `signal`'s reason when it aborts first (the request is abandoned, so a
+   * hung engine does not hold the prober). Creates nothing.
+   */
+  ping(signal?: AbortSignal): Promise<void>;
+  /**
    * Releases the driver's own resources; prepare() then throws DriverError.
    * Containers are not removed (close their cookies first). Idempotent.
    */

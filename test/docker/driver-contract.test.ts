@@ -4,9 +4,11 @@
  * limits). Every container carries the run's tag, so the leak check sees
  * anything the suite failed to remove.
  */
+import Docker from 'dockerode';
+import { describe, expect, it } from 'vitest';
 import { TAG_LABEL } from '../../src/agent/index.js';
 import { runDriverContract } from '../../src/drivers/driver.contract.js';
-import { DockerDriver } from '../../src/drivers/index.js';
+import { DockerDriver, DriverError } from '../../src/drivers/index.js';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { RUN_TAG_ENV } from '../support/tag.js';
 
@@ -29,18 +31,11 @@ if (mode === 'echo') {
 const [program, hello] = await Promise.all([ensureFunctionImage('driver-contract', PROGRAM_JS), ensureFunctionImage('hello', HELLO_FUNC_JS)]);
 const tag = process.env[RUN_TAG_ENV];
 
+const options = { pullTimeoutMs: 10_000, maxPids: 50, maxOpenFiles: 350, readOnlyRootfs: true, unprivileged: true, networks: [] };
+
 runDriverContract(
   'docker',
-  () =>
-    new DockerDriver({
-      docker: docker(),
-      pullTimeoutMs: 10_000,
-      maxPids: 50,
-      maxOpenFiles: 350,
-      readOnlyRootfs: true,
-      unprivileged: true,
-      networks: [],
-    }),
+  () => new DockerDriver({ docker: docker(), ...options }),
   {
     echo: { image: program, env: { MODE: 'echo' } },
     exit: { image: program, env: { MODE: 'exit', EXIT_CODE: '3' }, code: 3 },
@@ -51,3 +46,15 @@ runDriverContract(
     labels: tag ? { [TAG_LABEL]: tag } : {},
   },
 );
+
+describe('DockerDriver.ping', () => {
+  it('says the engine does not answer, and why, when nothing listens at DOCKER_HOST', async () => {
+    const driver = new DockerDriver({ docker: new Docker({ socketPath: '/nonexistent/docker.sock' }), ...options });
+    const err: unknown = await driver.ping().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(DriverError);
+    expect((err as Error).message).toMatch(/^the Docker engine does not answer: .*ENOENT/);
+  });
+});

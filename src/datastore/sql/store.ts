@@ -3,7 +3,7 @@
  * the same class serves the embedded SQLite file and (later) Postgres; only
  * `openSqlDatastore` (dialects.ts) knows which database it talks to.
  */
-import { Migrator, type Kysely, type Selectable, type Transaction } from 'kysely';
+import { Migrator, sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../models/index.js';
 import { ApiError, E } from '../../models/index.js';
 import type { AppFilter, Datastore, FnFilter, Page, TriggerFilter } from '../datastore.js';
@@ -145,6 +145,20 @@ export class SqlDatastore implements Datastore {
   /** The database itself, for the embedded queue that shares it (mq/sql.ts). Throws once closed. */
   database(): Kysely<Schema> {
     return this.q;
+  }
+
+  /**
+   * Resolves once the database answers a trivial query: what a readiness
+   * probe asks. Throws DatastoreClosedError once closed, otherwise an error
+   * saying why the database does not answer.
+   */
+  async ping(): Promise<void> {
+    const db = this.q;
+    try {
+      await sql`select 1`.execute(db);
+    } catch (err) {
+      throw new Error(`the database does not answer: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
   }
 
   private get q(): Kysely<Schema> {

@@ -226,6 +226,18 @@ export class DockerDriver implements Driver {
     return doomed.length;
   }
 
+  async ping(signal?: AbortSignal): Promise<void> {
+    if (this.closed) throw new DriverError('driver is closed');
+    if (signal?.aborted) throw abortError(signal);
+    try {
+      // dockerode's typings omit ping's options; the modem passes abortSignal on to the request.
+      await (this.docker.ping as (opts: { abortSignal?: AbortSignal }) => Promise<unknown>).call(this.docker, signal ? { abortSignal: signal } : {});
+    } catch (err) {
+      if (signal?.aborted) throw abortError(signal);
+      throw new DriverError(`the Docker engine does not answer: ${engineMessage(err)}`, { cause: err });
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }

@@ -71,6 +71,8 @@ const MiB = 1024 * 1024;
 /** Images this driver knows: image name -> behaviour. Unknown images fail like a failed pull. */
 export class FakeDriver implements Driver {
   readonly containers: FakeContainerState[] = [];
+  /** While set, ping() fails with it, as an engine that does not answer. */
+  engineDown: string | undefined;
   private readonly cookies = new Map<FakeContainerState, FakeCookie>();
   private closed = false;
 
@@ -104,6 +106,12 @@ export class FakeDriver implements Driver {
     const doomed = new Set((await this.listContainers(labels)).filter(which).map((c) => c.specId));
     await Promise.all(this.live().flatMap((c) => (doomed.has(c.spec.id) ? [this.cookies.get(c)!.close()] : [])));
     return doomed.size;
+  }
+
+  async ping(signal?: AbortSignal): Promise<void> {
+    if (this.closed) throw new DriverError('driver is closed');
+    if (signal?.aborted) throw signal.reason;
+    if (this.engineDown !== undefined) throw new DriverError(`the engine does not answer: ${this.engineDown}`);
   }
 
   async close(): Promise<void> {
