@@ -16,12 +16,16 @@ import { CallRecorder } from './records.js';
 import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
 import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
+import type { HealthCheck } from '../telemetry/index.js';
+import { datastoreCheck, engineCheck } from './probes.js';
 import { buildServer } from './server.js';
 
 export interface RunningServer {
   readonly port: number;
   readonly logger: Logger;
   readonly agent: Agent | undefined;
+  /** The datastore it serves from (GET /ready asks it; closing it makes the server not ready). */
+  readonly datastore: SqlDatastore;
   /**
    * Stops accepting, lets in-flight requests finish, removes every container
    * this server started, closes the datastore. Idempotent.
@@ -67,6 +71,8 @@ interface RoleParts {
   readonly syslog?: SyslogForwarder;
   /** Run detached calls from the queue; stop leasing first, their calls end with the invoker's. */
   readonly workers?: AsyncWorkers;
+  /** What the role needs besides the datastore to be ready (GET /ready). */
+  readonly checks?: readonly HealthCheck[];
 }
 
 type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes, queue: Queue) => Promise<RoleParts>;
@@ -106,7 +112,8 @@ const ROLES: Record<NodeType, Wiring> = {
     workers.start();
     const detached = new QueueIntake(queue, recorder ? datastore.calls : undefined, workers, logger.child({ module: 'async' }));
     const invoke = new InvokeHandler({ invoker: agent, detached, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
-    return { invoke, invoker: agent, agent, syslog, workers, ...(recorder ? { recorder } : {}) };
+    // Calls need the engine: without it this node is up (the API works) but not ready for calls.
+    return { invoke, invoker: agent, agent, syslog, workers, checks: [engineCheck(agent.driver)], ...(recorder ? { recorder } : {}) };
   },
   async api() {
     return {};
@@ -136,7 +143,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     // The queue of detached calls: in the database, or Redis for a fleet; every role sees it (an api node redrives).
     queue = config.mqUrl ? new RedisQueue(config.mqUrl) : new SqlQueue(() => datastore.database());
     parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue);
-    app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, queue, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
+    const checks = [datastoreCheck(datastore), ...(parts.checks ?? [])];
+    app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, queue, checks, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();
@@ -152,6 +160,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     port,
     logger,
     agent: parts.agent,
+    datastore,
     abort() {
       parts.invoker?.abort();
     },

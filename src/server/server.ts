@@ -10,10 +10,12 @@ import type { Config } from '../config/index.js';
 import type { CallStore, Datastore } from '../datastore/index.js';
 import type { Queue } from '../mq/index.js';
 import { E, routeError, type Changes } from '../models/index.js';
+import { Readiness, type HealthCheck } from '../telemetry/index.js';
 import { registerApi } from './api.js';
 import { registerCallsApi } from './calls.js';
 import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
 import { InvokeHandler } from './invoke.js';
+import { registerProbes } from './probes.js';
 import { isResourcePath, pathOf, resource } from './routing.js';
 
 const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
@@ -31,6 +33,8 @@ export interface ServerDeps {
   readonly queue?: Queue;
   /** Serves /invoke and /t when this role runs functions. */
   readonly invoke?: InvokeHandler;
+  /** What GET /ready asks (the role's dependencies); none: ready whenever it serves. */
+  readonly checks?: readonly HealthCheck[];
 }
 
 /**
@@ -144,6 +148,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   resource(app, '/', { GET: async () => ({ goto: 'https://github.com/fnproject/fn', hello: 'world!' }) });
   resource(app, '/version', { GET: async () => ({ version: VERSION }) });
+  registerProbes(app, new Readiness(deps.checks ?? [], { log: deps.logger.child({ module: 'health' }) }));
 
   registerApi(app, {
     datastore: deps.datastore,

@@ -1,0 +1,36 @@
+/**
+ * The health endpoints, in the form Kubernetes probes expect:
+ *   GET /health  liveness: 200 {"status":"ok"} whenever the process serves HTTP
+ *   GET /ready   readiness: 200 {"status":"ready","checks":{...}} when every
+ *                check of the role says ok, else 503 {"status":"not ready",
+ *                "checks":{...}} with what failed
+ * Both are routes of their own, so neither is an unknown path (Fn's 404);
+ * other methods get Fn's 405, as on every other path fnts serves. The
+ * checks roles pass are made here too, so that every role asks the same
+ * question of the same dependency.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { SqlDatastore } from '../datastore/index.js';
+import type { Driver } from '../drivers/index.js';
+import type { HealthCheck, Readiness } from '../telemetry/index.js';
+import { resource } from './routing.js';
+
+export function registerProbes(app: FastifyInstance, readiness: Readiness): void {
+  resource(app, '/health', { GET: async () => ({ status: 'ok' }) });
+  resource(app, '/ready', {
+    GET: async (_req, reply) => {
+      const report = await readiness.check();
+      return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? 'ready' : 'not ready', checks: report.checks });
+    },
+  });
+}
+
+/** Every role needs its datastore: a trivial query answers. */
+export function datastoreCheck(datastore: Pick<SqlDatastore, 'ping'>): HealthCheck {
+  return { name: 'datastore', check: () => datastore.ping() };
+}
+
+/** A role that runs functions needs its container engine: it answers a ping. */
+export function engineCheck(driver: Pick<Driver, 'ping'>): HealthCheck {
+  return { name: 'docker', check: (signal) => driver.ping(signal) };
+}
