@@ -96,7 +96,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     throw err;
   }
   const id = newId().toLowerCase();
-  const output = new ContainerOutput(host.logger, { app: spec.appName, fn: spec.fnName, container: id });
+  const output = new ContainerOutput(host.logger, host.clock, spec, id);
   output.begin(req.call.id, trace.log());
   let cookie: Cookie | undefined;
   let stop: Stop | undefined;
@@ -154,7 +154,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     signal.removeEventListener('abort', onCancel);
     await cookie?.close();
     // The container is gone: all its output has been delivered.
-    output.close();
+    output.finish();
     host.forgetCold(id);
     token.close();
   }

@@ -374,7 +374,7 @@ export class HotContainer {
       client?.destroy();
       await this.cookie?.close();
       // The engine has delivered the container's last output.
-      this.o.output.close();
+      this.o.output.finish();
       this.o.token.close();
       await rm(this.o.dir, { recursive: true, force: true }).catch(() => undefined);
     })();

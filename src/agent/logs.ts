@@ -1,12 +1,18 @@
 /**
  * Where a container's stdout and stderr go: to the call the container is
  * serving (its CallLog, capped at FN_MAX_LOG_SIZE_BYTES, for the call's
- * record) and, line by line, into the server's log at debug level, tagged
- * with the fn, container and call. Each line is capped so a function cannot
- * flood the log with one endless line.
+ * record) and, line by line, into the server's log at info level as
+ * structured lines carrying the app, fn, container and call ids and the
+ * stream, so that a log collector can find a function's output without
+ * the calls API. Each line is capped so a function cannot flood the log
+ * with one endless line, and each container's lines are rate-limited
+ * (log-limit.ts) so it cannot flood it with many.
  */
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
+import type { Clock } from './clock.js';
+import { LineLimiter, LINES_PER_SECOND } from './log-limit.js';
+import type { FunctionSpec } from './spec.js';
 
 export interface LogSink {
   readonly stdout: Writable;
@@ -89,17 +95,19 @@ class LineLogger {
   }
 }
 
-/** One output stream of a container: each chunk to the current call's log, lines to the server's debug log. */
+type StreamName = 'stdout' | 'stderr';
+
+/** One output stream of a container: each chunk to the current call's log, lines to the server's log. */
 class OutputStream extends Writable {
-  private readonly lines: LineLogger | undefined;
+  readonly lines: LineLogger | undefined;
 
   constructor(
     private readonly owner: ContainerOutput,
-    log: Logger | undefined,
-    stream: 'stdout' | 'stderr',
+    toServerLog: ((stream: StreamName, line: string) => void) | undefined,
+    stream: StreamName,
   ) {
     super();
-    this.lines = log ? new LineLogger((line) => log.debug({ stream, call: owner.callId }, line)) : undefined;
+    this.lines = toServerLog ? new LineLogger((line) => toServerLog(stream, line)) : undefined;
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
@@ -129,9 +137,9 @@ function sweep(): void {
 
 /**
  * A container's output, attributed to the call it serves: from begin()
- * until the container begins another call, ends (close()), or LOG_GRACE_MS
- * after end(), whichever comes first. Output after that belongs to no call
- * (it still reaches the debug log).
+ * until the container begins another call, ends (finish()), or
+ * LOG_GRACE_MS after end(), whichever comes first. Output after that
+ * belongs to no call (it still reaches the server's log).
  */
 export class ContainerOutput implements LogSink {
   current: CallLog | undefined;
@@ -140,11 +148,27 @@ export class ContainerOutput implements LogSink {
   readonly stderr: Writable;
   /** performance.now() when the call ended (its log closes LOG_GRACE_MS later), while in `ending`. */
   endedAt = 0;
+  private readonly limiter: LineLimiter | undefined;
+  private readonly streams: readonly OutputStream[];
 
-  constructor(logger: Logger, fields: Record<string, string>) {
-    const log = logger.isLevelEnabled('debug') ? logger.child(fields) : undefined;
-    this.stdout = new OutputStream(this, log, 'stdout');
-    this.stderr = new OutputStream(this, log, 'stderr');
+  /** `clock` paces the container's lines into the server's log. */
+  constructor(logger: Logger, clock: Clock, spec: FunctionSpec, container: string) {
+    let toServerLog: ((stream: StreamName, line: string) => void) | undefined;
+    if (logger.isLevelEnabled('info')) {
+      const log = logger.child({ app: spec.appId, fn: spec.fnId, container });
+      const limiter = new LineLimiter(clock, (dropped) =>
+        log.warn({ dropped }, `dropped ${dropped} lines of this container's output from the server log: it wrote more than ${LINES_PER_SECOND} lines a second (the calls' own logs keep them)`),
+      );
+      toServerLog = (stream, line) => {
+        if (limiter.admit()) log.info({ call: this.callId, stream }, line);
+      };
+      this.limiter = limiter;
+    }
+    const stdout = new OutputStream(this, toServerLog, 'stdout');
+    const stderr = new OutputStream(this, toServerLog, 'stderr');
+    this.stdout = stdout;
+    this.stderr = stderr;
+    this.streams = [stdout, stderr];
   }
 
   /** The call `id` owns what comes next (its log when someone keeps it). */
@@ -166,12 +190,23 @@ export class ContainerOutput implements LogSink {
     }
   }
 
-  /** The call's log closes now (the container ends, or begins another call). */
+  /** The call's log closes now (its grace is over, or the container begins another call). */
   close(): void {
     ending.delete(this);
     this.current?.close();
     this.current = undefined;
     this.callId = undefined;
+  }
+
+  /**
+   * The container has ended and the engine has delivered all its output:
+   * an unfinished last line still reaches the server's log, lines dropped
+   * from it are reported, and the call's log closes. Idempotent.
+   */
+  finish(): void {
+    for (const s of this.streams) s.lines?.flush();
+    this.limiter?.close();
+    this.close();
   }
 
   /**

@@ -76,7 +76,7 @@ export interface PoolHost {
   readonly config: AgentConfig;
   readonly clock: Clock;
   readonly log: Logger;
-  /** The server's logger, for containers' output at debug level. */
+  /** The server's logger, for containers' output (at info, paced per container). */
   readonly logger: Logger;
   /** Aborted when the agent stops: launches end at once. */
   readonly stopping: AbortSignal;
@@ -234,7 +234,7 @@ export class SlotPool {
         token,
         dir: join(host.config.iofsPath, id),
         labels: host.labels(spec),
-        output: new ContainerOutput(host.logger, { app: spec.appName, fn: spec.fnName, container: id }),
+        output: new ContainerOutput(host.logger, host.clock, spec, id),
         log: host.log,
         clock: host.clock,
         startTimeoutMs: host.config.hotStartTimeoutMs,

@@ -16,6 +16,7 @@
  *   {"write": "/path"}       try to write a file, report whether it worked
  *   {"log": "text", "logBytes": n}
  *                            write "text" as a line to stdout and stderr, then n bytes to stderr
+ *   {"lines": n}             write n lines "line 0" ... "line n-1" to stderr, at once
  * and always reports what it saw: container hostname, uid, the FN_* and
  * config environment, the request headers, the gateway's method/URL/headers,
  * the call id and the body. The config variable MODE changes how it starts:
@@ -43,6 +44,7 @@ function serve() {
     if (cmd.title) process.title = cmd.title;
     if (cmd.log) { process.stdout.write(cmd.log + ' (stdout)\\n'); process.stderr.write(cmd.log + ' (stderr)\\n'); }
     if (cmd.logBytes) process.stderr.write('y'.repeat(cmd.logBytes));
+    if (cmd.lines) { let text = ''; for (let i = 0; i < cmd.lines; i++) text += 'line ' + i + '\\n'; process.stderr.write(text); }
     if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
     if (cmd.exit !== undefined) process.exit(cmd.exit);
     if (cmd.alloc) { const keep = []; for (let i = 0; i < cmd.alloc; i++) keep.push(Buffer.alloc(1 << 20, 1)); }

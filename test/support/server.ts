@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
+import type { Logger } from 'pino';
 import type { AgentSnapshot } from '../../src/agent/index.js';
 import { compileConfig, type Config } from '../../src/config/index.js';
 import { startServer, type RunningServer } from '../../src/server/index.js';
@@ -41,7 +42,8 @@ export interface TestServer {
 
 let seq = 0;
 
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+/** `logger`: where the server logs (default: stdout at FNTS_TEST_LOG's level, else silent). */
+export async function startTestServer(env: Record<string, string> = {}, logger?: Logger): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'fnts-it-'));
   const config = compileConfig({
     FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}`,
@@ -52,7 +54,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     ...testRunTag(),
     ...env,
   });
-  const server = await startServer(config);
+  const server = await startServer(config, logger);
   const url = `http://127.0.0.1:${server.port}`;
 
   const call: TestServer['call'] = async (path, init = {}) => {
