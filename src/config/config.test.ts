@@ -52,6 +52,13 @@ describe('compileConfig', () => {
     expect(() => compileConfig({ FN_MQ_URL: 'redis://u:secret@q:6379' }, dir)).not.toThrow();
   });
 
+  it('takes FN_LOG_FORMAT as json (the default) or text, in any case, and refuses anything else saying what to use', () => {
+    expect(compileConfig({}, dir).logFormat).toBe('json');
+    expect(compileConfig({ FN_LOG_FORMAT: 'text' }, dir).logFormat).toBe('text');
+    expect(compileConfig({ FN_LOG_FORMAT: ' JSON ' }, dir).logFormat).toBe('json');
+    expect(() => compileConfig({ FN_LOG_FORMAT: 'logfmt' }, dir)).toThrow(new ConfigError('FN_LOG_FORMAT=logfmt is not supported; use one of: json, text'));
+  });
+
   it('reads FN_CALL_RETENTION as a Go duration, days or seconds, and refuses less than a second', () => {
     expect(compileConfig({}, dir).callRetentionMs).toBe(7 * 24 * 3600_000);
     expect(compileConfig({ FN_CALL_RETENTION: '1h30m' }, dir).callRetentionMs).toBe(5400_000);

@@ -12,6 +12,8 @@ import { basename, dirname, join, resolve } from 'node:path';
 
 export type NodeType = 'full' | 'api';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+/** How log lines are written: one JSON object each, or text for people. */
+export type LogFormat = 'json' | 'text';
 
 export interface Config {
   /** FN_NODE_TYPE: which role this process plays. */
@@ -24,6 +26,8 @@ export interface Config {
   readonly dbUrl: string;
   /** FN_LOG_LEVEL */
   readonly logLevel: LogLevel;
+  /** FN_LOG_FORMAT (json): `json` for log collectors, `text` for reading in a terminal. */
+  readonly logFormat: LogFormat;
   /**
    * FN_PUBLIC_LB_URL: base URL put into the invoke/trigger endpoint
    * annotations; when unset the request's own scheme and host are used.
@@ -115,6 +119,7 @@ const NODE_TYPES: readonly NodeType[] = ['full', 'api'];
 /** Roles Fn has that later fnts releases add; named so the error can say so. */
 const PLANNED_NODE_TYPES = ['lb', 'pure-runner', 'runner', 'poolmanager'];
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+const LOG_FORMATS: readonly LogFormat[] = ['json', 'text'];
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -224,6 +229,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     listenHost: read(env, 'FN_LISTEN_HOST') ?? '0.0.0.0',
     dbUrl,
     logLevel: oneOf(env, 'FN_LOG_LEVEL', LOG_LEVELS, 'info'),
+    logFormat: oneOf(env, 'FN_LOG_FORMAT', LOG_FORMATS, 'json'),
     publicUrl: publicUrl?.replace(/\/+$/, ''),
     maxApiBodyBytes: integer(env, 'FN_MAX_API_BODY_SIZE', 1024 * 1024, 1024, 64 * 1024 * 1024),
     drainTimeoutMs: msecs(env, 'FNTS_DRAIN_TIMEOUT_MSECS', 25_000, 0),

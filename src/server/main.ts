@@ -5,6 +5,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
+import { build as prettyStream } from 'pino-pretty';
 import { Agent, AsyncWorkers, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
 import type { Config, NodeType } from '../config/index.js';
 import { openSqlDatastore, type SqlDatastore } from '../datastore/index.js';
@@ -39,8 +40,17 @@ export interface RunningServer {
   abort(): void;
 }
 
+/**
+ * The server's logger, on stdout: JSON lines (FN_LOG_FORMAT=json) for log
+ * collectors, or text lines for people (text). Text is written
+ * synchronously, like pino's own JSON, so that the last lines before an
+ * exit are not lost; colours only on a terminal, so that a file or a
+ * collector gets plain text.
+ */
 export function createLogger(config: Config): Logger {
-  return pino({ level: config.logLevel, base: { svc: 'fnts' } });
+  const options = { level: config.logLevel, base: { svc: 'fnts' } };
+  if (config.logFormat === 'json') return pino(options);
+  return pino(options, prettyStream({ sync: true, colorize: process.stdout.isTTY === true, singleLine: true, ignore: 'pid,hostname,svc', translateTime: 'SYS:standard' }));
 }
 
 /** The local agent with its Docker driver and resource tracker, as a full node (and later a pure runner) runs it. */

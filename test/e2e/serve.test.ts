@@ -44,10 +44,26 @@ describe('fnts serve', () => {
     expect(existsSync(join(cwd, 'data', 'fn.db'))).toBe(true);
   });
 
+  it('logs text lines for people with FN_LOG_FORMAT=text, from the first line to the last before it exits', async () => {
+    const fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dir, 'text-log', 'fn.db')}`, FN_LOG_FORMAT: 'text' });
+    expect((await json(`${fnts.url}/health`)).body).toEqual({ status: 'ok' });
+    expect(await fnts.stop()).toBe(0);
+    const lines = fnts.output().split('\n').filter(Boolean);
+    const serving = lines.find((l) => l.includes('fnts serving on :'));
+    // A time, the level, the message, then the fields: no JSON object, and no colours off a terminal.
+    expect(serving).toMatch(/^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d{4}\] INFO: fnts serving on :\d+ \{.*"role":"full"/);
+    expect(() => JSON.parse(serving!)).toThrow();
+    expect(fnts.output()).not.toContain('\u001b[');
+    expect(lines.at(-1)).toMatch(/INFO: fnts stopped$/);
+  });
+
   it('refuses a bad setting at startup, naming the variable and what to use', async () => {
     const { done } = runFnts(['serve'], { FN_PORT: 'eighty' });
     const { code, output } = await done;
     expect(code).toBe(2);
     expect(output).toContain('FN_PORT=eighty is not a whole number; use a value from 0 to 65535');
+    const format = await runFnts(['serve'], { FN_LOG_FORMAT: 'yaml' }).done;
+    expect(format.code).toBe(2);
+    expect(format.output).toContain('FN_LOG_FORMAT=yaml is not supported; use one of: json, text');
   });
 });
