@@ -56,6 +56,21 @@ describe('ContainerOutput in the server log', () => {
     ]);
   });
 
+  it('tags output trailing a call with its id for LOG_GRACE_MS, whether or not its log is kept, and output after that with none', async () => {
+    const { lines, out } = output();
+    out.begin('CALL2', undefined);
+    out.end();
+    await write(out.stderr, 'trailing\n');
+    // The grace runs on real time (one sweep for every container).
+    const until = Date.now() + 2000;
+    while (out.callId !== undefined && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await write(out.stderr, 'idle\n');
+    expect(lines.map((l) => [l.msg, l['call']])).toEqual([
+      ['trailing', 'CALL2'],
+      ['idle', undefined],
+    ]);
+  });
+
   it('caps a line at 8 KiB, and logs an unfinished last line when the container ends', async () => {
     const { lines, out } = output();
     await write(out.stdout, `${'x'.repeat(20_000)}\nlast words`);

@@ -178,9 +178,13 @@ export class ContainerOutput implements LogSink {
     this.current = log;
   }
 
-  /** The call is over: its log closes after LOG_GRACE_MS, or sooner when the container moves on. */
+  /**
+   * The call is over: its log closes after LOG_GRACE_MS, or sooner when the
+   * container moves on; until then its output still carries its id (kept
+   * log or not).
+   */
   end(): void {
-    if (!this.current || ending.has(this)) return;
+    if (this.callId === undefined || ending.has(this)) return;
     this.endedAt = performance.now();
     ending.add(this);
     // One sweep for every container, rather than a timer per call.
