@@ -13,6 +13,8 @@ export type { Invoker, RunningCall } from './invoker.js';
 export { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, selfInstance, TAG_LABEL } from './owner.js';
 export { MAX_STAT_POINTS } from './trace.js';
 export type { CallListener, StartTimings } from './trace.js';
+export { ContainerStates } from './events.js';
+export type { ContainerListener, ContainerRef, ContainerState } from './events.js';
 export { functionSpec } from './spec.js';
 export type { FunctionSpec } from './spec.js';
 export type { RetireReason } from './hot.js';

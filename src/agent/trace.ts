@@ -22,6 +22,8 @@ import { CallLog } from './logs.js';
  */
 export interface CallListener {
   onCallStart?(call: Call): void;
+  /** A container began working on the call (it waited until now). */
+  onCallExec?(call: Call): void;
   onCallEnd?(call: Call, outcome: CallOutcome): void;
   /** What the container wrote during the call (capped), once its container has moved on: shortly after onCallEnd. */
   onCallLog?(call: Call, log: string): void;
@@ -152,6 +154,7 @@ export class CallTrace {
     this.runStart = performance.now();
     if (this.waitMs === 0) this.waitMs = this.runStart - this.t0;
     this.startTimings = timings;
+    for (const l of this.o.listeners) if (l.onCallExec) guarded(this.o.log, 'onCallExec', () => l.onCallExec!(this.call));
     if (!this.reading || !Number.isFinite(intervalMs)) return;
     // Short calls never touch the engine: watching starts once the call has
     // run for an interval.

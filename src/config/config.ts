@@ -44,6 +44,8 @@ export interface Config {
   readonly mqUrl: string | undefined;
   /** FNTS_CALL_RECORDS (on): keep a record and log of every call; `off` keeps none. */
   readonly callRecords: boolean;
+  /** FNTS_METRICS (on): serve Prometheus metrics at /metrics; `off` serves none and counts nothing. */
+  readonly metrics: boolean;
   /** FN_CALL_RETENTION (7 days; Go durations such as 168h, 30m, or seconds): records older than this are removed. */
   readonly callRetentionMs: number;
   /** FNTS_CALL_RETENTION_PER_FN (10000): at most this many records are kept per fn, the newest. */
@@ -252,6 +254,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     }),
     mqUrl: mqUrl(env),
     callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
+    metrics: oneOf(env, 'FNTS_METRICS', ['on', 'off'] as const, 'on') === 'on',
     callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),

@@ -16,7 +16,8 @@ import { CallRecorder } from './records.js';
 import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
 import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
-import { buildServer } from './server.js';
+import { buildServer, VERSION } from './server.js';
+import { Metrics } from '../telemetry/index.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -69,7 +70,7 @@ interface RoleParts {
   readonly workers?: AsyncWorkers;
 }
 
-type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes, queue: Queue) => Promise<RoleParts>;
+type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes, queue: Queue, metrics: Metrics | undefined) => Promise<RoleParts>;
 
 /**
  * One wiring per role (FN_NODE_TYPE). `full`: the API and the local agent
@@ -77,8 +78,12 @@ type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes:
  * and `poolmanager` join here as they arrive.)
  */
 const ROLES: Record<NodeType, Wiring> = {
-  async full(config, logger, datastore, changes, queue) {
+  async full(config, logger, datastore, changes, queue, metrics) {
     const agent = createAgent(config, logger, changes);
+    if (metrics) {
+      metrics.watchResources(agent.resources);
+      agent.addListener(metrics);
+    }
     try {
       await agent.start();
     } catch (err) {
@@ -102,6 +107,7 @@ const ROLES: Record<NodeType, Wiring> = {
         if (recorder) await datastore.calls.insert([r]);
       },
       instance: agent.config.instance,
+      ...(metrics ? { events: metrics } : {}),
     });
     workers.start();
     const detached = new QueueIntake(queue, recorder ? datastore.calls : undefined, workers, logger.child({ module: 'async' }));
@@ -135,8 +141,18 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   try {
     // The queue of detached calls: in the database, or Redis for a fleet; every role sees it (an api node redrives).
     queue = config.mqUrl ? new RedisQueue(config.mqUrl) : new SqlQueue(() => datastore.database());
-    parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue);
-    app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, queue, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
+    const metrics = config.metrics ? new Metrics({ role: config.nodeType, version: VERSION, queue }) : undefined;
+    parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue, metrics);
+    app = await buildServer({
+      config,
+      datastore,
+      logger,
+      changes,
+      calls: datastore.calls,
+      queue,
+      ...(parts.invoke ? { invoke: parts.invoke } : {}),
+      ...(metrics ? { metrics } : {}),
+    });
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();

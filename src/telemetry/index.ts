@@ -1,0 +1,5 @@
+/**
+ * telemetry/ — what operators see: Prometheus metrics, traces and health.
+ */
+export { Metrics } from './metrics.js';
+export type { MetricsOptions } from './metrics.js';
