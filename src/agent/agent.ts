@@ -30,6 +30,7 @@ import type { Invoker, RunningCall } from './invoker.js';
 import { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, TAG_LABEL } from './owner.js';
 import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
 import { ContainerStates, type ContainerListener } from './events.js';
+import type { CallSpans } from './spans.js';
 import type { CallBody, CallRequest, CallResponse } from './protocol/call.js';
 import type { ResourceTracker } from './resource.js';
 import type { SlotStats } from './slots.js';
@@ -47,6 +48,8 @@ export interface AgentOptions {
   readonly clock?: Clock;
   /** Tells whether another instance's process runs (default: owner.ts's instanceAlive). */
   readonly isInstanceAlive?: (instance: string) => boolean | undefined;
+  /** Each call's spans, when tracing is on (none at all when off). */
+  readonly spans?: CallSpans;
 }
 
 export interface AgentSnapshot {
@@ -258,6 +261,9 @@ export class Agent implements Invoker, PoolHost {
     if (!this.resources.isPossible(spec.request)) throw new ApiError(E.CallResourceTooBig);
     this.enter();
     this.calls.add(handle);
+    const span = this.o.spans?.begin(req.call);
+    // The function gets the call with its own traceparent.
+    if (span) req = { ...req, call: span.call };
     const trace = new CallTrace(req.call, {
       listeners: this.listeners,
       log: this.log,
@@ -266,6 +272,7 @@ export class Agent implements Invoker, PoolHost {
         this.calls.delete(handle);
         this.leave();
       },
+      span,
     });
     handle.trace = trace;
     const signal = handle.cancelled;

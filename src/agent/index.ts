@@ -14,6 +14,7 @@ export { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, selfInstance, TAG_LABEL } f
 export { MAX_STAT_POINTS } from './trace.js';
 export type { CallListener, StartTimings } from './trace.js';
 export { ContainerStates } from './events.js';
+export { CallSpans } from './spans.js';
 export type { ContainerListener, ContainerRef, ContainerState } from './events.js';
 export { functionSpec } from './spec.js';
 export type { FunctionSpec } from './spec.js';

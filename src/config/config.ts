@@ -46,6 +46,13 @@ export interface Config {
   readonly callRecords: boolean;
   /** FNTS_METRICS (on): serve Prometheus metrics at /metrics; `off` serves none and counts nothing. */
   readonly metrics: boolean;
+  /**
+   * Where spans go (OTLP over HTTP), from the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+   * (used as is) or OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces); undefined = tracing off.
+   */
+  readonly otlpTracesUrl: string | undefined;
+  /** OTEL_SERVICE_NAME (fnts): the service the spans belong to. */
+  readonly otelServiceName: string;
   /** FN_CALL_RETENTION (7 days; Go durations such as 168h, 30m, or seconds): records older than this are removed. */
   readonly callRetentionMs: number;
   /** FNTS_CALL_RETENTION_PER_FN (10000): at most this many records are kept per fn, the newest. */
@@ -255,6 +262,8 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     mqUrl: mqUrl(env),
     callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
     metrics: oneOf(env, 'FNTS_METRICS', ['on', 'off'] as const, 'on') === 'on',
+    otlpTracesUrl: otlpTracesUrl(env),
+    otelServiceName: read(env, 'OTEL_SERVICE_NAME') ?? 'fnts',
     callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
@@ -262,6 +271,21 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
 }
 
 /** FN_MQ_URL: unset for the embedded queue, or redis://[user:pass@]host[:port][/db] (rediss:// for TLS). */
+function otlpTracesUrl(env: Env): string | undefined {
+  const traces = read(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  const base = read(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  const [name, url] = traces !== undefined ? ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', traces] : base !== undefined ? ['OTEL_EXPORTER_OTLP_ENDPOINT', `${base.replace(/\/+$/, '')}/v1/traces`] : [];
+  if (name === undefined || url === undefined) return undefined;
+  let scheme = '';
+  try {
+    scheme = new URL(url).protocol;
+  } catch {
+    // reported below
+  }
+  if (scheme !== 'http:' && scheme !== 'https:') throw new ConfigError(`${name}=${traces ?? base} is not an http(s) URL; use e.g. http://localhost:4318 (an OTLP/HTTP receiver), or leave it unset to turn tracing off`);
+  return url;
+}
+
 function mqUrl(env: Env): string | undefined {
   const raw = read(env, 'FN_MQ_URL');
   if (raw === undefined) return undefined;

@@ -3,3 +3,5 @@
  */
 export { Metrics } from './metrics.js';
 export type { MetricsOptions } from './metrics.js';
+export { startTracing } from './tracing.js';
+export type { Tracing } from './tracing.js';
