@@ -70,6 +70,11 @@ export class CallSpans {
   }
 
   private end(span: Span, ctx: Context, attributes: Attributes, p: CallPhases): void {
+    // A call the sampler left out has no phases to write.
+    if (!span.isRecording()) {
+      span.end();
+      return;
+    }
     const child = (name: string, start: number, end: number, parent: Context = ctx): Context => {
       const s = this.tracer.startSpan(name, { attributes, startTime: start }, parent);
       s.end(end);

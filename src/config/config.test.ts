@@ -58,6 +58,10 @@ describe('compileConfig', () => {
     expect(compileConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://b/traces' }, dir).otlpTracesUrl).toBe('https://b/traces');
     expect(() => compileConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4317' }, dir)).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT=collector:4317 is not an http\(s\) URL/);
     expect(compileConfig({}, dir).otelServiceName).toBe('fnts');
+    expect(compileConfig({}, dir).otelSampler).toEqual({ kind: 'parentbased_always_on', ratio: 1 });
+    expect(compileConfig({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }, dir).otelSampler).toEqual({ kind: 'parentbased_traceidratio', ratio: 0.1 });
+    expect(() => compileConfig({ OTEL_TRACES_SAMPLER_ARG: '10' }, dir)).toThrow(/OTEL_TRACES_SAMPLER_ARG=10 is not a ratio between 0 and 1/);
+    expect(() => compileConfig({ OTEL_TRACES_SAMPLER: 'sometimes' }, dir)).toThrow(/OTEL_TRACES_SAMPLER/);
     expect(compileConfig({}, dir).metrics).toBe(true);
     expect(compileConfig({ FNTS_METRICS: 'off' }, dir).metrics).toBe(false);
   });

@@ -149,7 +149,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     // The queue of detached calls: in the database, or Redis for a fleet; every role sees it (an api node redrives).
     queue = config.mqUrl ? new RedisQueue(config.mqUrl) : new SqlQueue(() => datastore.database());
     const metrics = config.metrics ? new Metrics({ role: config.nodeType, version: VERSION, queue }) : undefined;
-    tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType }) : undefined;
+    tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType, sampler: config.otelSampler }) : undefined;
     if (tracing) logger.info({ url: config.otlpTracesUrl }, 'tracing on: spans go to the OTLP endpoint');
     parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue, { metrics, tracing });
     app = await buildServer({

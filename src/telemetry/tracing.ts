@@ -9,7 +9,8 @@
  */
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, type Sampler } from '@opentelemetry/sdk-trace-base';
+import type { TraceSampler } from '../config/index.js';
 import type { Tracer } from '@opentelemetry/api';
 
 export interface Tracing {
@@ -18,8 +19,15 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
-export function startTracing(o: { url: string; serviceName: string; version: string; role: string }): Tracing {
+/** The standard samplers, as OTEL_TRACES_SAMPLER names them. */
+function sampler(kind: TraceSampler, ratio: number): Sampler {
+  const root = kind.endsWith('always_on') ? new AlwaysOnSampler() : kind.endsWith('always_off') ? new AlwaysOffSampler() : new TraceIdRatioBasedSampler(ratio);
+  return kind.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root;
+}
+
+export function startTracing(o: { url: string; serviceName: string; version: string; role: string; sampler: { kind: TraceSampler; ratio: number } }): Tracing {
   const provider = new BasicTracerProvider({
+    sampler: sampler(o.sampler.kind, o.sampler.ratio),
     resource: resourceFromAttributes({ 'service.name': o.serviceName, 'service.version': o.version, 'fnts.role': o.role }),
     // Batched off the call path: a slow or absent receiver never holds up a call.
     spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: o.url }), { scheduledDelayMillis: 1000 })],

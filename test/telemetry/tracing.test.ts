@@ -72,6 +72,7 @@ describe('tracing (OTLP/HTTP)', () => {
     const complete = await eventually(() => receiver.spans.filter((x) => x.name === 'agent_submit').length >= 2, 10_000);
     expect(complete).toBe(true);
     const submits = receiver.spans.filter((x) => x.name === 'agent_submit');
+    expect(submits).toHaveLength(2);
     for (const [i, submit] of submits.entries()) {
       expect(submit.traceId).toBe(traceId);
       expect(submit.parentSpanId).toBe(callerSpan);
@@ -90,6 +91,13 @@ describe('tracing (OTLP/HTTP)', () => {
     const exec = receiver.spans.find((x) => x.parentSpanId === submits[1]!.spanId && x.name === 'agent_hot_exec')!;
     expect(BigInt(exec.startTimeUnixNano)).toBeGreaterThanOrEqual(BigInt(submits[1]!.startTimeUnixNano));
     expect(BigInt(exec.endTimeUnixNano)).toBeLessThanOrEqual(BigInt(submits[1]!.endTimeUnixNano));
+
+    // A call the caller did not sample is not traced (parent-based sampling).
+    const unsampled = await s.invoke(fn.id, {}, { traceparent: `00-${'1'.repeat(32)}-${callerSpan}-00` });
+    expect(unsampled.status, unsampled.text).toBe(200);
+    // Spans go out every second: had it been traced, it would be there by now.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receiver.spans.filter((x) => x.name === 'agent_submit')).toHaveLength(2);
 
     // The function saw the call's own traceparent: same trace, the submit span as parent.
     const seen = second.json.headers.traceparent ?? second.json.headers.Traceparent;
