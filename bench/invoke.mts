@@ -11,7 +11,8 @@
  * image to its first answer.
  */
 import { execFileSync } from 'node:child_process';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, chmodSync, watch, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -244,6 +245,20 @@ async function main(): Promise<void> {
 
   // ---- what keeping call records costs: servers with records on and off, measured in turns
   const records = await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'on' }, { FNTS_CALL_RECORDS: 'off' }, 'call records');
+  // ---- and what metrics and tracing cost (call records off on both sides), spans sent to an OTLP sink in this process
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  const otlp = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
+  const metrics = await abAtOneConnection(
+    image,
+    { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'on', OTEL_EXPORTER_OTLP_ENDPOINT: otlp },
+    { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'off' },
+    'metrics and tracing',
+  );
+  sink.close();
 
   const a = runs['adaptive']!;
   const s = runs['seed']!;
@@ -258,6 +273,11 @@ async function main(): Promise<void> {
     `call records at 1 conn (${records.rounds} rounds in turns): on ${fmt(records.on.rps)} req/s, off ${fmt(records.off.rps)} req/s (medians): ` +
       `records cost ${fmt(records.costPct, 1)}% of throughput (goal <= 5%; rounds ${records.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
       `server CPU per call on ${fmt(records.on.cpuUs)} us (${fmt(records.on.lowPriorityUs)} us of it in low-priority threads), off ${fmt(records.off.cpuUs)} us`,
+  );
+  say(
+    `metrics and tracing at 1 conn (${metrics.rounds} rounds in turns): on ${fmt(metrics.on.rps)} req/s, off ${fmt(metrics.off.rps)} req/s (medians): ` +
+      `they cost ${fmt(metrics.costPct, 1)}% of throughput (goal <= 5%; rounds ${metrics.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
+      `server CPU per call on ${fmt(metrics.on.cpuUs)} us, off ${fmt(metrics.off.cpuUs)} us`,
   );
   say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
 }

@@ -29,6 +29,8 @@ import type { HotContainer } from './hot.js';
 import type { Invoker, RunningCall } from './invoker.js';
 import { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, TAG_LABEL } from './owner.js';
 import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
+import { ContainerStates, type ContainerListener } from './events.js';
+import type { CallSpans } from './spans.js';
 import type { CallBody, CallRequest, CallResponse } from './protocol/call.js';
 import type { ResourceTracker } from './resource.js';
 import type { SlotStats } from './slots.js';
@@ -46,6 +48,8 @@ export interface AgentOptions {
   readonly clock?: Clock;
   /** Tells whether another instance's process runs (default: owner.ts's instanceAlive). */
   readonly isInstanceAlive?: (instance: string) => boolean | undefined;
+  /** Each call's spans, when tracing is on (none at all when off). */
+  readonly spans?: CallSpans;
 }
 
 export interface AgentSnapshot {
@@ -113,6 +117,7 @@ export class Agent implements Invoker, PoolHost {
   private readonly containers = new Set<HotContainer>();
   private readonly cold = new Map<string, () => Promise<void> | undefined>();
   private readonly listeners: CallListener[] = [];
+  private readonly containerListeners: ContainerListener[] = [];
   /** Every call in progress, so a stopping server can cut them. */
   private readonly calls = new Set<CallHandle>();
   /** Aborted when the agent stops: container launches (pulls, starts) end at once. */
@@ -185,9 +190,15 @@ export class Agent implements Invoker, PoolHost {
     }
   }
 
-  /** Adds a listener of every call's start and end (see CallListener's rules). */
-  addListener(listener: CallListener): void {
-    this.listeners.push(listener);
+  /** Adds a listener of every call (see CallListener's rules) and, if it listens to them, of containers' states. */
+  addListener(listener: CallListener & ContainerListener): void {
+    if (listener.onCallStart || listener.onCallExec || listener.onCallEnd || listener.onCallLog) this.listeners.push(listener);
+    if (listener.onContainerState || listener.onContainerRetired) this.containerListeners.push(listener);
+  }
+
+  /** A new container's (or launch's) states, told to the container listeners. */
+  containerStates(id: string, spec: FunctionSpec): ContainerStates {
+    return new ContainerStates({ id, appId: spec.appId, fnId: spec.fnId }, this.containerListeners, this.log);
   }
 
   // ---- PoolHost: what pools and calls use of the agent
@@ -250,6 +261,9 @@ export class Agent implements Invoker, PoolHost {
     if (!this.resources.isPossible(spec.request)) throw new ApiError(E.CallResourceTooBig);
     this.enter();
     this.calls.add(handle);
+    const span = this.o.spans?.begin(req.call);
+    // The function gets the call with its own traceparent.
+    if (span) req = { ...req, call: span.call };
     const trace = new CallTrace(req.call, {
       listeners: this.listeners,
       log: this.log,
@@ -258,6 +272,7 @@ export class Agent implements Invoker, PoolHost {
         this.calls.delete(handle);
         this.leave();
       },
+      span,
     });
     handle.trace = trace;
     const signal = handle.cancelled;

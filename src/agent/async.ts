@@ -47,6 +47,8 @@ export interface AsyncWorkersOptions {
   readonly instance: string;
   /** Tells whether another instance's process runs (default: owner.ts's instanceAlive). */
   readonly isInstanceAlive?: (instance: string) => boolean | undefined;
+  /** Told when a call the function failed goes back to run again, and when it is dead-lettered (metrics). Must not throw. */
+  readonly events?: { onRetry?(call: Call): void; onDead?(call: Call): void };
 }
 
 export class AsyncWorkers {
@@ -171,11 +173,14 @@ export class AsyncWorkers {
     if (failedByFunction && attempt < item.maxAttempts) {
       await this.o.record(queuedRecord(call, attempt, outcome.error));
       await this.o.queue.retry(item.id, retryDelayMs(attempt), true);
+      this.o.events?.onRetry?.(call);
       return;
     }
     await this.o.record({ ...callRecord(call, outcome), attempts: attempt });
-    if (failedByFunction) await this.o.queue.dead(item.id, outcome.error ?? `status ${outcome.httpStatus}`);
-    else await this.o.queue.ack(item.id);
+    if (failedByFunction) {
+      await this.o.queue.dead(item.id, outcome.error ?? `status ${outcome.httpStatus}`);
+      this.o.events?.onDead?.(call);
+    } else await this.o.queue.ack(item.id);
   }
 
   /** Stops leasing; calls in flight finish (a stopping agent cuts them). Idempotent. */

@@ -88,14 +88,18 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
   // A cold call is slow anyway: it takes the cancel as an AbortSignal.
   const signal = cancel.signal;
   const deadline = new Date(Date.now() + spec.timeoutMs);
+  const id = newId().toLowerCase();
+  const states = host.containerStates(id, spec);
+  states.to('wait');
   let token: ResourceToken;
   try {
     token = await reserve(host, spec, signal);
   } catch (err) {
+    states.end();
     trace.end(statusOf(err), err);
     throw err;
   }
-  const id = newId().toLowerCase();
+  states.to('start');
   const output = new ContainerOutput(host.logger, host.clock, spec, id);
   output.begin(req.call.id, trace.log());
   let cookie: Cookie | undefined;
@@ -127,6 +131,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     timer = setTimeout(() => kill('timeout'), Math.max(0, deadline.getTime() - Date.now()));
     const created = performance.now();
     await cookie.run();
+    states.to('busy');
     const running = cookie;
     trace.started(startTimings(cookie.timings, performance.now() - created), (onStat, ms) => running.watchStats(onStat, ms), host.config.statsIntervalMs);
     const stdin = cookie.stdin!;
@@ -150,6 +155,8 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     trace.end(statusOf(answer), answer);
     throw answer;
   } finally {
+    // A cold container serves one call and goes: not a retirement.
+    states.end();
     clearTimeout(timer);
     signal.removeEventListener('abort', onCancel);
     await cookie?.close();

@@ -21,6 +21,7 @@ import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError } from '../models/index.js';
 import type { Clock, Timer } from './clock.js';
+import type { ContainerStates } from './events.js';
 import { containerBase, type FunctionSpec } from './spec.js';
 import type { CallRequest, Exchange } from './protocol/call.js';
 import { ContainerConnection } from './protocol/http1.js';
@@ -45,6 +46,8 @@ export type RetireReason = 'idle' | 'timed-out' | 'changed' | 'evicted' | 'faile
 export interface HotContainerOptions {
   readonly id: string;
   readonly spec: FunctionSpec;
+  /** Its lifecycle as the container listeners see it (begun in `wait` by the launch). */
+  readonly states: ContainerStates;
   readonly driver: Driver;
   readonly token: ResourceToken;
   /** This container's folder on the host, mounted at /tmp/iofs (http-stream only). */
@@ -120,6 +123,7 @@ export class HotContainer {
   async start(signal: AbortSignal): Promise<void> {
     const { spec, dir } = this.o;
     const socket = spec.format === 'http-stream';
+    this.o.states.to('start');
     try {
       if (socket) {
         await mkdir(dir, { recursive: true });
@@ -228,6 +232,7 @@ export class HotContainer {
   markIdle(): void {
     if (this.state === 'retired') return;
     this.state = 'idle';
+    this.o.states.to(this.frozen ? 'paused' : 'idle');
     this.idleSince = this.o.clock.now();
     this.arm();
   }
@@ -263,6 +268,7 @@ export class HotContainer {
    */
   claim(): Promise<void> | undefined {
     this.state = 'busy';
+    this.o.states.to('busy');
     if (!this.frozen) return undefined;
     this.frozen = false;
     const cookie = this.cookie!;
@@ -273,12 +279,14 @@ export class HotContainer {
   private freeze(): void {
     if (this.state !== 'idle' || this.frozen || !this.cookie) return;
     this.frozen = true;
+    this.o.states.to('paused');
     const cookie = this.cookie;
     this.freezeOps = this.freezeOps
       .then(() => cookie.freeze())
       .catch(() => {
         // A container that cannot be paused still works; remember it is not frozen.
         this.frozen = false;
+        if (this.state === 'idle') this.o.states.to('idle');
       });
   }
 
@@ -361,6 +369,8 @@ export class HotContainer {
    */
   retire(reason: RetireReason, detail: string = reason): Promise<void> {
     this.retiring ??= (async () => {
+      // Retired before it ever started (a failed start): not a retirement to count.
+      this.o.states.end(this.o.states.current === 'start' ? undefined : reason);
       this.state = 'retired';
       this.timer?.clear();
       this.timer = undefined;

@@ -19,6 +19,7 @@ import { ContainerStartError, DriverError, ImageError, type Driver } from '../dr
 import { ApiError, E, FunctionError, newId } from '../models/index.js';
 import type { AgentConfig } from './settings.js';
 import type { Clock, Timer } from './clock.js';
+import type { ContainerStates } from './events.js';
 import { HotContainer, type RetireReason } from './hot.js';
 import { ContainerOutput } from './logs.js';
 import { ResourceUnavailableError, type ResourceToken, type ResourceTracker } from './resource.js';
@@ -87,6 +88,8 @@ export interface PoolHost {
   enter(): void;
   leave(): void;
   labels(spec: FunctionSpec): Record<string, string>;
+  /** A new container's (or launch's) states, for the container listeners. */
+  containerStates(id: string, spec: FunctionSpec): ContainerStates;
   /** A container of this pool exists (in any state) / is gone. */
   adopt(c: HotContainer): void;
   forget(c: HotContainer): void;
@@ -200,11 +203,15 @@ export class SlotPool {
   private async launch(): Promise<void> {
     const { spec, host, queue } = this;
     host.enter();
+    const id = newId().toLowerCase();
+    const states = host.containerStates(id, spec);
+    states.to('wait');
     try {
       let token: ResourceToken | null | 'aborted';
       try {
         token = await this.reserve();
       } catch (err) {
+        states.end();
         queue.exit('start');
         queue.failWaiters(launchError(err));
         this.dropIfEmpty();
@@ -212,6 +219,7 @@ export class SlotPool {
       }
       if (token === null) {
         // Fail-fast mode: the call that caused this launch is told at once.
+        states.end();
         queue.exit('start');
         queue.failOldestWaiter(serverBusy());
         this.dropIfEmpty();
@@ -219,6 +227,7 @@ export class SlotPool {
       }
       if (token === 'aborted' || host.closing) {
         if (token !== 'aborted') token.close();
+        states.end();
         queue.exit('start');
         this.dropIfEmpty();
         return;
@@ -226,10 +235,10 @@ export class SlotPool {
 
       const t0 = performance.now();
       const launched = queue.launch();
-      const id = newId().toLowerCase();
       const container: HotContainer = new HotContainer({
         id,
         spec,
+        states,
         driver: host.driver,
         token,
         dir: join(host.config.iofsPath, id),

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
 import { ApiError, callStatus, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
 import { CallLog } from './logs.js';
+import type { CallSpan } from './spans.js';
 
 /**
  * Hooks around every call, for metrics and call records.
@@ -22,6 +23,8 @@ import { CallLog } from './logs.js';
  */
 export interface CallListener {
   onCallStart?(call: Call): void;
+  /** A container began working on the call (it waited until now). */
+  onCallExec?(call: Call): void;
   onCallEnd?(call: Call, outcome: CallOutcome): void;
   /** What the container wrote during the call (capped), once its container has moved on: shortly after onCallEnd. */
   onCallLog?(call: Call, log: string): void;
@@ -66,6 +69,8 @@ export interface TraceOptions {
   readonly maxLogBytes: number;
   /** Told once, after the listeners, when the call ends. */
   readonly onEnd: () => void;
+  /** The call's open agent_submit span, when tracing is on: its phases are added when the call ends. */
+  readonly span?: CallSpan | undefined;
 }
 
 export class CallTrace {
@@ -152,6 +157,7 @@ export class CallTrace {
     this.runStart = performance.now();
     if (this.waitMs === 0) this.waitMs = this.runStart - this.t0;
     this.startTimings = timings;
+    for (const l of this.o.listeners) if (l.onCallExec) guarded(this.o.log, 'onCallExec', () => l.onCallExec!(this.call));
     if (!this.reading || !Number.isFinite(intervalMs)) return;
     // Short calls never touch the engine: watching starts once the call has
     // run for an interval.
@@ -181,6 +187,7 @@ export class CallTrace {
       this.pendingLog = undefined;
     }
     try {
+      if (this.o.span) this.endSpan(status, error);
       if (this.reading) {
         const outcome = this.build();
         for (const l of this.o.listeners) if (l.onCallEnd) guarded(this.o.log, 'onCallEnd', () => l.onCallEnd!(this.call, outcome));
@@ -189,6 +196,24 @@ export class CallTrace {
     } finally {
       this.o.onEnd();
     }
+  }
+
+  private endSpan(status: number, error: unknown): void {
+    const origin = performance.timeOrigin;
+    const arrived = origin + this.t0;
+    const start = this.startTimings;
+    this.o.span!.end({
+      arrived,
+      waitEnd: arrived + this.waitMs,
+      execStart: this.runStart > 0 ? origin + this.runStart : undefined,
+      execEnd: this.runStart > 0 && this.execMs > 0 ? origin + this.runStart + this.execMs : undefined,
+      // The phases' clock, so that children end within their parent.
+      ended: Math.max(origin + performance.now(), this.runStart > 0 ? origin + this.runStart + this.execMs : 0),
+      startMs: start ? start.image_ms + start.create_ms + start.start_ms : undefined,
+      cold: this.call.fn.format === 'default',
+      status,
+      error: error === undefined ? undefined : error instanceof Error ? error.message : String(error),
+    });
   }
 
   private build(): CallOutcome {

@@ -59,6 +59,20 @@ describe('compileConfig', () => {
     expect(() => compileConfig({ FN_LOG_FORMAT: 'logfmt' }, dir)).toThrow(new ConfigError('FN_LOG_FORMAT=logfmt is not supported; use one of: json, text'));
   });
 
+  it('turns tracing on with the standard OTLP endpoint variables, and metrics off with FNTS_METRICS=off', () => {
+    expect(compileConfig({}, dir).otlpTracesUrl).toBeUndefined();
+    expect(compileConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }, dir).otlpTracesUrl).toBe('http://collector:4318/v1/traces');
+    expect(compileConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://b/traces' }, dir).otlpTracesUrl).toBe('https://b/traces');
+    expect(() => compileConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4317' }, dir)).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT=collector:4317 is not an http\(s\) URL/);
+    expect(compileConfig({}, dir).otelServiceName).toBe('fnts');
+    expect(compileConfig({}, dir).otelSampler).toEqual({ kind: 'parentbased_always_on', ratio: 1 });
+    expect(compileConfig({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }, dir).otelSampler).toEqual({ kind: 'parentbased_traceidratio', ratio: 0.1 });
+    expect(() => compileConfig({ OTEL_TRACES_SAMPLER_ARG: '10' }, dir)).toThrow(/OTEL_TRACES_SAMPLER_ARG=10 is not a ratio between 0 and 1/);
+    expect(() => compileConfig({ OTEL_TRACES_SAMPLER: 'sometimes' }, dir)).toThrow(/OTEL_TRACES_SAMPLER/);
+    expect(compileConfig({}, dir).metrics).toBe(true);
+    expect(compileConfig({ FNTS_METRICS: 'off' }, dir).metrics).toBe(false);
+  });
+
   it('reads FN_CALL_RETENTION as a Go duration, days or seconds, and refuses less than a second', () => {
     expect(compileConfig({}, dir).callRetentionMs).toBe(7 * 24 * 3600_000);
     expect(compileConfig({ FN_CALL_RETENTION: '1h30m' }, dir).callRetentionMs).toBe(5400_000);

@@ -48,6 +48,17 @@ export interface Config {
   readonly mqUrl: string | undefined;
   /** FNTS_CALL_RECORDS (on): keep a record and log of every call; `off` keeps none. */
   readonly callRecords: boolean;
+  /** FNTS_METRICS (on): serve Prometheus metrics at /metrics; `off` serves none and counts nothing. */
+  readonly metrics: boolean;
+  /**
+   * Where spans go (OTLP over HTTP), from the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+   * (used as is) or OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces); undefined = tracing off.
+   */
+  readonly otlpTracesUrl: string | undefined;
+  /** OTEL_SERVICE_NAME (fnts): the service the spans belong to. */
+  readonly otelServiceName: string;
+  /** OTEL_TRACES_SAMPLER (parentbased_always_on) and OTEL_TRACES_SAMPLER_ARG (the ratio, 0..1, default 1): which calls are traced. */
+  readonly otelSampler: { readonly kind: TraceSampler; readonly ratio: number };
   /** FN_CALL_RETENTION (7 days; Go durations such as 168h, 30m, or seconds): records older than this are removed. */
   readonly callRetentionMs: number;
   /** FNTS_CALL_RETENTION_PER_FN (10000): at most this many records are kept per fn, the newest. */
@@ -258,6 +269,13 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     }),
     mqUrl: mqUrl(env),
     callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
+    metrics: oneOf(env, 'FNTS_METRICS', ['on', 'off'] as const, 'on') === 'on',
+    otlpTracesUrl: otlpTracesUrl(env),
+    otelServiceName: read(env, 'OTEL_SERVICE_NAME') ?? 'fnts',
+    otelSampler: {
+      kind: oneOf(env, 'OTEL_TRACES_SAMPLER', TRACE_SAMPLERS, 'parentbased_always_on'),
+      ratio: samplerRatio(env),
+    },
     callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
@@ -265,6 +283,33 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
 }
 
 /** FN_MQ_URL: unset for the embedded queue, or redis://[user:pass@]host[:port][/db] (rediss:// for TLS). */
+/** The standard OTEL_TRACES_SAMPLER values fnts supports. */
+export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+function samplerRatio(env: Env): number {
+  const raw = read(env, 'OTEL_TRACES_SAMPLER_ARG');
+  if (raw === undefined) return 1;
+  const ratio = Number(raw);
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG=${raw} is not a ratio between 0 and 1 (0.1 traces one call in ten)`);
+  return ratio;
+}
+
+function otlpTracesUrl(env: Env): string | undefined {
+  const traces = read(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  const base = read(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  const [name, url] = traces !== undefined ? ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', traces] : base !== undefined ? ['OTEL_EXPORTER_OTLP_ENDPOINT', `${base.replace(/\/+$/, '')}/v1/traces`] : [];
+  if (name === undefined || url === undefined) return undefined;
+  let scheme = '';
+  try {
+    scheme = new URL(url).protocol;
+  } catch {
+    // reported below
+  }
+  if (scheme !== 'http:' && scheme !== 'https:') throw new ConfigError(`${name}=${traces ?? base} is not an http(s) URL; use e.g. http://localhost:4318 (an OTLP/HTTP receiver), or leave it unset to turn tracing off`);
+  return url;
+}
+
 function mqUrl(env: Env): string | undefined {
   const raw = read(env, 'FN_MQ_URL');
   if (raw === undefined) return undefined;

@@ -36,6 +36,24 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       expect(await q.size()).toBe(2);
     });
 
+    it('tells since when its longest-waiting ready item has been ready', async () => {
+      const q = await queue();
+      expect(await q.oldestReadyAt()).toBeUndefined();
+      const t0 = t;
+      await q.enqueue(item('a'));
+      t += 500;
+      await q.enqueue(item('b'));
+      expect(await q.oldestReadyAt()).toBe(t0);
+      await q.reserve(30_000, 'w1');
+      expect(await q.oldestReadyAt()).toBe(t0 + 500);
+      // An item put back for later is not waiting yet.
+      await q.reserve(30_000, 'w1');
+      await q.retry('b', 10_000, true);
+      expect(await q.oldestReadyAt()).toBeUndefined();
+      t += 10_000;
+      expect(await q.oldestReadyAt()).toBe(t);
+    });
+
     it('delivers again an item whose worker died (its lease ended), unless the lease was extended', async () => {
       const q = await queue();
       await q.enqueue(item('a'));

@@ -57,6 +57,8 @@ export interface Queue {
   dead(id: string, reason: string): Promise<void>;
   /** Ready and leased items (not dead ones). */
   size(): Promise<number>;
+  /** Since when (ms since the epoch) the longest-waiting ready item has been ready to run; undefined when none is. */
+  oldestReadyAt(): Promise<number | undefined>;
   /** Releases the connection, if the queue holds one of its own. Idempotent. */
   close(): Promise<void>;
 }

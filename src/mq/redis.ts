@@ -152,6 +152,12 @@ export class RedisQueue implements Queue {
     return ready + leased;
   }
 
+  async oldestReadyAt(): Promise<number | undefined> {
+    // The ready set is scored by the time each item becomes ready.
+    const [, score] = await this.redis.zrangebyscore(`${this.prefix}ready`, '-inf', this.now(), 'WITHSCORES', 'LIMIT', 0, 1);
+    return score === undefined ? undefined : Number(score);
+  }
+
   async close(): Promise<void> {
     await this.redis.quit().catch(() => this.redis.disconnect());
   }

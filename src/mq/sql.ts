@@ -132,4 +132,14 @@ export class SqlQueue implements Queue {
       .executeTakeFirstOrThrow();
     return Number(row.n);
   }
+
+  async oldestReadyAt(): Promise<number | undefined> {
+    const row = await this.db()
+      .selectFrom('mq')
+      .select((eb) => eb.fn.min<number | null>('available_at').as('at'))
+      .where('state', '=', 'ready')
+      .where('available_at', '<=', this.now())
+      .executeTakeFirstOrThrow();
+    return row.at === null ? undefined : Number(row.at);
+  }
 }

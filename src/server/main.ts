@@ -6,7 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
-import { Agent, AsyncWorkers, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
+import { Agent, AsyncWorkers, CallSpans, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
 import type { Config, NodeType } from '../config/index.js';
 import { openSqlDatastore, type SqlDatastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
@@ -19,7 +19,8 @@ import { QueueIntake } from './detached.js';
 import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
 import type { HealthCheck } from '../telemetry/index.js';
 import { datastoreCheck, engineCheck } from './probes.js';
-import { buildServer } from './server.js';
+import { buildServer, VERSION } from './server.js';
+import { Metrics, startTracing, type Tracing } from '../telemetry/index.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -54,7 +55,7 @@ export function createLogger(config: Config): Logger {
 }
 
 /** The local agent with its Docker driver and resource tracker, as a full node (and later a pure runner) runs it. */
-function createAgent(config: Config, logger: Logger, changes: Changes): Agent {
+function createAgent(config: Config, logger: Logger, changes: Changes, spans: CallSpans | undefined): Agent {
   const a = config.agent;
   const capacity = computeCapacity(readHost(), a.maxTotalMemoryBytes, a.maxTotalCpuMillis);
   logger.info({ memoryMB: Math.floor(capacity.memoryBytes / MB), cpuMillis: capacity.cpuMillis }, 'capacity for functions');
@@ -66,7 +67,7 @@ function createAgent(config: Config, logger: Logger, changes: Changes): Agent {
     unprivileged: a.unprivileged,
     networks: a.dockerNetworks,
   });
-  return new Agent({ driver, resources: new MemoryCpuTracker(capacity), logger, changes, config: { ...a, instance: selfInstance() } });
+  return new Agent({ driver, resources: new MemoryCpuTracker(capacity), logger, changes, config: { ...a, instance: selfInstance() }, ...(spans ? { spans } : {}) });
 }
 
 /** What a role runs besides the API: the invoke endpoints and what serves them, if any. */
@@ -85,7 +86,13 @@ interface RoleParts {
   readonly checks?: readonly HealthCheck[];
 }
 
-type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes, queue: Queue) => Promise<RoleParts>;
+/** What a role reports to: metrics (unless FNTS_METRICS=off) and spans (when an OTLP endpoint is set). */
+interface Telemetry {
+  readonly metrics?: Metrics | undefined;
+  readonly tracing?: Tracing | undefined;
+}
+
+type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes: Changes, queue: Queue, telemetry: Telemetry) => Promise<RoleParts>;
 
 /**
  * One wiring per role (FN_NODE_TYPE). `full`: the API and the local agent
@@ -93,8 +100,12 @@ type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes:
  * and `poolmanager` join here as they arrive.)
  */
 const ROLES: Record<NodeType, Wiring> = {
-  async full(config, logger, datastore, changes, queue) {
-    const agent = createAgent(config, logger, changes);
+  async full(config, logger, datastore, changes, queue, { metrics, tracing }) {
+    const agent = createAgent(config, logger, changes, tracing ? new CallSpans(tracing.tracer) : undefined);
+    if (metrics) {
+      metrics.watchResources(agent.resources);
+      agent.addListener(metrics);
+    }
     try {
       await agent.start();
     } catch (err) {
@@ -118,6 +129,7 @@ const ROLES: Record<NodeType, Wiring> = {
         if (recorder) await datastore.calls.insert([r]);
       },
       instance: agent.config.instance,
+      ...(metrics ? { events: metrics } : {}),
     });
     workers.start();
     const detached = new QueueIntake(queue, recorder ? datastore.calls : undefined, workers, logger.child({ module: 'async' }));
@@ -135,9 +147,9 @@ const ROLES: Record<NodeType, Wiring> = {
  * while the calls in flight finish, then the last records are stored, the
  * log destinations and the queue closed, and the datastore last.
  */
-async function release(parts: RoleParts, queue: Queue | undefined, datastore: SqlDatastore): Promise<void> {
+async function release(parts: RoleParts, queue: Queue | undefined, datastore: SqlDatastore, tracing: Tracing | undefined): Promise<void> {
   await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
-  await parts.recorder?.close();
+  await Promise.all([parts.recorder?.close(), tracing?.shutdown()]);
   parts.syslog?.close();
   await queue?.close();
   await datastore.close();
@@ -148,17 +160,31 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   const changes = new Changes(logger);
   let parts: RoleParts = {};
   let queue: Queue | undefined;
+  let tracing: Tracing | undefined;
   let app;
   try {
     // The queue of detached calls: in the database, or Redis for a fleet; every role sees it (an api node redrives).
     queue = config.mqUrl ? new RedisQueue(config.mqUrl) : new SqlQueue(() => datastore.database());
-    parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue);
+    const metrics = config.metrics ? new Metrics({ role: config.nodeType, version: VERSION, queue }) : undefined;
+    tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType, sampler: config.otelSampler }) : undefined;
+    if (tracing) logger.info({ url: config.otlpTracesUrl }, 'tracing on: spans go to the OTLP endpoint');
+    parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue, { metrics, tracing });
     const checks = [datastoreCheck(datastore), ...(parts.checks ?? [])];
-    app = await buildServer({ config, datastore, logger, changes, calls: datastore.calls, queue, checks, ...(parts.invoke ? { invoke: parts.invoke } : {}) });
+    app = await buildServer({
+      config,
+      datastore,
+      logger,
+      changes,
+      calls: datastore.calls,
+      queue,
+      checks,
+      ...(parts.invoke ? { invoke: parts.invoke } : {}),
+      ...(metrics ? { metrics } : {}),
+    });
     await app.listen({ port: config.port, host: config.listenHost });
   } catch (err) {
     await app?.close();
-    await release(parts, queue, datastore);
+    await release(parts, queue, datastore, tracing);
     throw err;
   }
   const port = (app.server.address() as AddressInfo).port;
@@ -184,7 +210,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         } finally {
           clearInterval(sweep);
         }
-        await release(parts, queue, datastore);
+        await release(parts, queue, datastore, tracing);
         logger.info('fnts stopped');
       })();
       return closing;

@@ -9,6 +9,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { Config } from '../config/index.js';
 import type { CallStore, Datastore } from '../datastore/index.js';
 import type { Queue } from '../mq/index.js';
+import type { Metrics } from '../telemetry/index.js';
 import { E, routeError, type Changes } from '../models/index.js';
 import { Readiness, type HealthCheck } from '../telemetry/index.js';
 import { registerApi } from './api.js';
@@ -35,6 +36,8 @@ export interface ServerDeps {
   readonly invoke?: InvokeHandler;
   /** What GET /ready asks (the role's dependencies); none: ready whenever it serves. */
   readonly checks?: readonly HealthCheck[];
+  /** Served at /metrics; API latency is counted into it. */
+  readonly metrics?: Metrics;
 }
 
 /**
@@ -61,8 +64,15 @@ function answerOnSocket(socket: Socket, answer: HttpError): void {
   );
 }
 
+/** Counts an invoke request into fn_api_latency once answered, under its route template. */
+function countInvoke(metrics: Metrics, req: IncomingMessage, res: ServerResponse): void {
+  const t0 = performance.now();
+  const path = req.url!.startsWith('/invoke/') ? '/invoke/:fnID' : '/t/:appName/*';
+  res.once('finish', () => metrics.apiRequest(path, req.method ?? '', res.statusCode, performance.now() - t0));
+}
+
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
-  const { config, invoke } = deps;
+  const { config, invoke, metrics } = deps;
   const app = Fastify({
     // Calls skip Fastify: every microsecond on that path shows in latency.
     serverFactory: (handler) =>
@@ -75,8 +85,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           connectionsCheckingInterval: checkingIntervalMs(config),
         },
         (req, res) => {
-          if (invoke && InvokeHandler.matches(req.url ?? '')) invoke.handle(req, res);
-          else handler(req, res);
+          if (invoke && InvokeHandler.matches(req.url ?? '')) {
+            if (metrics) countInvoke(metrics, req, res);
+            invoke.handle(req, res);
+          } else handler(req, res);
         },
       ).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
         // Expect: 100-continue. A call whose body is declared too big is refused before it is sent.
@@ -145,6 +157,19 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const answer = toHttpError(routeError(d, req.method, path), req.log);
     return reply.code(answer.status).send(answer.body);
   });
+
+  if (metrics) {
+    // Fn's api_latency: every API request, under its route template (bounded), never its URL.
+    app.addHook('onResponse', async (req, reply) => {
+      metrics.apiRequest(req.routeOptions.url ?? 'unmatched', req.method, reply.statusCode, reply.elapsedTime);
+    });
+    resource(app, '/metrics', {
+      GET: async (_req, reply) => {
+        const text = await metrics.text();
+        return reply.type(metrics.contentType).send(text);
+      },
+    });
+  }
 
   resource(app, '/', { GET: async () => ({ goto: 'https://github.com/fnproject/fn', hello: 'world!' }) });
   resource(app, '/version', { GET: async () => ({ version: VERSION }) });

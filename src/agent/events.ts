@@ -1,0 +1,84 @@
+/**
+ * Container lifecycle events, for metrics: the states Fn counts (wait for
+ * resources, start, idle, paused, busy) and why a container left service.
+ *
+ * Same rules as call listeners (trace.ts): called synchronously, cheap, and
+ * never throwing; one that throws is logged and skipped.
+ */
+import type { Logger } from 'pino';
+import type { RetireReason } from './hot.js';
+
+export type ContainerState = 'wait' | 'start' | 'idle' | 'paused' | 'busy';
+
+/** Which container, and whose. */
+export interface ContainerRef {
+  readonly id: string;
+  readonly appId: string;
+  readonly fnId: string;
+}
+
+export interface ContainerListener {
+  /**
+   * A container moved from `from` (undefined: it is new) to `to`
+   * (undefined: it is gone) after `ms` in `from`. A launch waiting for
+   * memory and CPU is a container in state `wait`.
+   */
+  onContainerState?(c: ContainerRef, from: ContainerState | undefined, to: ContainerState | undefined, ms: number): void;
+  /** A container that started left service, for this reason. */
+  onContainerRetired?(c: ContainerRef, reason: RetireReason): void;
+}
+
+/** One container's walk through its states, told to the listeners. */
+export class ContainerStates {
+  private state: ContainerState | undefined;
+  private since = performance.now();
+  private done = false;
+
+  constructor(
+    readonly ref: ContainerRef,
+    private readonly listeners: readonly ContainerListener[],
+    private readonly log: Logger,
+  ) {}
+
+  get current(): ContainerState | undefined {
+    return this.state;
+  }
+
+  /** Moves to `next` (nothing happens when it is already there, or gone). */
+  to(next: ContainerState): void {
+    if (this.done || next === this.state) return;
+    this.move(next);
+  }
+
+  /** The container is gone; `reason` when it had started and was retired. Idempotent. */
+  end(reason?: RetireReason): void {
+    if (this.done) return;
+    this.move(undefined);
+    this.done = true;
+    if (reason === undefined) return;
+    for (const l of this.listeners) {
+      if (!l.onContainerRetired) continue;
+      try {
+        l.onContainerRetired(this.ref, reason);
+      } catch (err) {
+        this.log.error({ err }, "a container listener's onContainerRetired threw; it is skipped (listeners must not throw)");
+      }
+    }
+  }
+
+  private move(next: ContainerState | undefined): void {
+    const now = performance.now();
+    const from = this.state;
+    const ms = now - this.since;
+    this.state = next;
+    this.since = now;
+    for (const l of this.listeners) {
+      if (!l.onContainerState) continue;
+      try {
+        l.onContainerState(this.ref, from, next, ms);
+      } catch (err) {
+        this.log.error({ err }, "a container listener's onContainerState threw; it is skipped (listeners must not throw)");
+      }
+    }
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * OpenTelemetry spans of a call, named after the seed agent's: one
+ * `agent_submit` span per call, started when the call reaches the agent and
+ * continuing the caller's W3C `traceparent` (the function gets the call's own
+ * traceparent in its place), and, when the call ends, its phases as child
+ * spans with the times CallTrace noted: `agent_get_slot` (the wait for a
+ * container), within it `agent_wait_hot` (a container already there) or
+ * `agent_launch_cold` (the container start the call waited for), then
+ * `agent_hot_exec` or `agent_cold_exec`.
+ *
+ * Phases are written after the fact, from timestamps: the call path pays for
+ * one span, not six. With tracing off the agent has no CallSpans at all.
+ */
+import { ROOT_CONTEXT, SpanStatusCode, trace, type Attributes, type Context, type Span, type TextMapGetter, type TextMapSetter, type Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import type { Call } from '../models/index.js';
+import { sameName, type RawHeaders } from './protocol/call.js';
+
+/** Reads a header out of raw [name, value, ...] pairs. */
+const rawGetter: TextMapGetter<RawHeaders> = {
+  keys: (raw) => raw.filter((_, i) => i % 2 === 0),
+  get: (raw, key) => {
+    for (let i = 0; i + 1 < raw.length; i += 2) if (sameName(raw[i]!, key)) return raw[i + 1];
+    return undefined;
+  },
+};
+
+const recordSetter: TextMapSetter<Record<string, string>> = {
+  set: (carrier, key, value) => void (carrier[key] = value),
+};
+
+/** What a call's spans need of it when it ends. */
+export interface CallPhases {
+  /** Epoch ms: arrival, end of the wait, start and end of execution. */
+  readonly arrived: number;
+  readonly waitEnd: number;
+  readonly execStart: number | undefined;
+  readonly execEnd: number | undefined;
+  readonly ended: number;
+  /** The container start the call waited for, in ms, if it waited for one. */
+  readonly startMs: number | undefined;
+  readonly cold: boolean;
+  readonly status: number;
+  readonly error: string | undefined;
+}
+
+/** One call's open `agent_submit` span. */
+export interface CallSpan {
+  /** The call as the function gets it: its traceparent is this span's. */
+  readonly call: Call;
+  end(phases: CallPhases): void;
+}
+
+/** W3C Trace Context, used directly rather than through a process-wide registration. */
+const w3c = new W3CTraceContextPropagator();
+
+export class CallSpans {
+  constructor(private readonly tracer: Tracer) {}
+
+  /** Opens `agent_submit` for `call`, a child of the caller's traceparent if it sent one. */
+  begin(call: Call): CallSpan {
+    const parent = w3c.extract(ROOT_CONTEXT, call.headers, rawGetter);
+    const attributes: Attributes = { 'fn.call_id': call.id, 'fn.app_id': call.fn.appId, 'fn.fn_id': call.fn.fnId };
+    const span = this.tracer.startSpan('agent_submit', { attributes, startTime: call.createdAt }, parent);
+    const ctx = trace.setSpan(parent, span);
+    const carrier: Record<string, string> = {};
+    w3c.inject(ctx, carrier, recordSetter);
+    const traced = { ...call, headers: withHeaders(call.headers, carrier) };
+    return { call: traced, end: (phases) => this.end(span, ctx, attributes, phases) };
+  }
+
+  private end(span: Span, ctx: Context, attributes: Attributes, p: CallPhases): void {
+    // A call the sampler left out has no phases to write.
+    if (!span.isRecording()) {
+      span.end();
+      return;
+    }
+    const child = (name: string, start: number, end: number, parent: Context = ctx): Context => {
+      const s = this.tracer.startSpan(name, { attributes, startTime: start }, parent);
+      s.end(end);
+      return trace.setSpan(parent, s);
+    };
+    const slot = this.tracer.startSpan('agent_get_slot', { attributes, startTime: p.arrived }, ctx);
+    const slotCtx = trace.setSpan(ctx, slot);
+    if (p.startMs !== undefined) child('agent_launch_cold', Math.max(p.arrived, p.waitEnd - p.startMs), p.waitEnd, slotCtx);
+    else child('agent_wait_hot', p.arrived, p.waitEnd, slotCtx);
+    slot.end(p.waitEnd);
+    if (p.execStart !== undefined) child(p.cold ? 'agent_cold_exec' : 'agent_hot_exec', p.execStart, p.execEnd ?? p.ended);
+    span.setAttribute('http.response.status_code', p.status);
+    if (p.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, ...(p.error ? { message: p.error } : {}) });
+    span.end(p.ended);
+  }
+}
+
+/** `raw` with the headers of `carrier` set (replacing any of the same name). */
+function withHeaders(raw: RawHeaders, carrier: Record<string, string>): RawHeaders {
+  const names = Object.keys(carrier);
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) if (!names.some((n) => sameName(raw[i]!, n))) out.push(raw[i]!, raw[i + 1]!);
+  for (const n of names) out.push(n, carrier[n]!);
+  return out;
+}

@@ -1,0 +1,106 @@
+/**
+ * Traces, sent to a real OTLP/HTTP receiver started by the test: a call's
+ * agent_submit span continues the caller's W3C traceparent, its phases are
+ * children with the seed's names and the call's ids, and the function gets
+ * the call's own traceparent.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeImage } from '../support/functions.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
+
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
+  attributes: Array<{ key: string; value: { stringValue?: string; intValue?: string | number } }>;
+}
+
+/** An OTLP/HTTP receiver: keeps every span posted to /v1/traces (JSON encoding). */
+async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; close(): Promise<void> }> {
+  const spans: OtlpSpan[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (req.url === '/v1/traces' && req.method === 'POST' && (req.headers['content-type'] ?? '').includes('json')) {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        for (const rs of body.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      } else res.writeHead(415).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    spans,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+const attr = (s: OtlpSpan, key: string): string | undefined => s.attributes.find((a) => a.key === key)?.value.stringValue;
+
+describe('tracing (OTLP/HTTP)', () => {
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let s: TestServer;
+  let fn: any;
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    s = await startTestServer({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'fnts-test' });
+    const app = await s.app();
+    fn = await s.fn(app, await probeImage());
+  });
+  afterAll(async () => {
+    await s?.close();
+    await receiver?.close();
+  });
+
+  it("continues the caller's trace, with the seed's span names, and hands the function the call's traceparent", async () => {
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const callerSpan = '00f067aa0ba902b7';
+    const first = await s.invoke(fn.id, {}, { traceparent: `00-${traceId}-${callerSpan}-01` });
+    expect(first.status).toBe(200);
+    const second = await s.invoke(fn.id, {}, { traceparent: `00-${traceId}-${callerSpan}-01` });
+    const callIds = [first.headers.get('fn-call-id')!, second.headers.get('fn-call-id')!];
+
+    const complete = await eventually(() => receiver.spans.filter((x) => x.name === 'agent_submit').length >= 2, 10_000);
+    expect(complete).toBe(true);
+    const submits = receiver.spans.filter((x) => x.name === 'agent_submit');
+    expect(submits).toHaveLength(2);
+    for (const [i, submit] of submits.entries()) {
+      expect(submit.traceId).toBe(traceId);
+      expect(submit.parentSpanId).toBe(callerSpan);
+      expect(attr(submit, 'fn.call_id')).toBe(callIds[i]);
+      expect(attr(submit, 'fn.fn_id')).toBe(fn.id);
+      expect(attr(submit, 'fn.app_id')).toBe(fn.app_id);
+    }
+    const children = (parent: OtlpSpan): string[] => receiver.spans.filter((x) => x.parentSpanId === parent.spanId).map((x) => x.name).sort();
+    // The first call waited for a container start; the second found it warm.
+    expect(children(submits[0]!)).toEqual(['agent_get_slot', 'agent_hot_exec']);
+    const slot0 = receiver.spans.find((x) => x.parentSpanId === submits[0]!.spanId && x.name === 'agent_get_slot')!;
+    expect(children(slot0)).toEqual(['agent_launch_cold']);
+    const slot1 = receiver.spans.find((x) => x.parentSpanId === submits[1]!.spanId && x.name === 'agent_get_slot')!;
+    expect(children(slot1)).toEqual(['agent_wait_hot']);
+    // Children sit inside their parent's time.
+    const exec = receiver.spans.find((x) => x.parentSpanId === submits[1]!.spanId && x.name === 'agent_hot_exec')!;
+    expect(BigInt(exec.startTimeUnixNano)).toBeGreaterThanOrEqual(BigInt(submits[1]!.startTimeUnixNano));
+    expect(BigInt(exec.endTimeUnixNano)).toBeLessThanOrEqual(BigInt(submits[1]!.endTimeUnixNano));
+
+    // A call the caller did not sample is not traced (parent-based sampling).
+    const unsampled = await s.invoke(fn.id, {}, { traceparent: `00-${'1'.repeat(32)}-${callerSpan}-00` });
+    expect(unsampled.status, unsampled.text).toBe(200);
+    // Spans go out every second: had it been traced, it would be there by now.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receiver.spans.filter((x) => x.name === 'agent_submit')).toHaveLength(2);
+
+    // The function saw the call's own traceparent: same trace, the submit span as parent.
+    const seen = second.json.headers.traceparent ?? second.json.headers.Traceparent;
+    expect(String(seen)).toBe(`00-${traceId}-${submits[1]!.spanId}-01`);
+  });
+});
