@@ -92,8 +92,11 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
   const states = host.containerStates(id, spec);
   states.to('wait');
   let token: ResourceToken;
+  let tokenMs = 0;
   try {
+    const asked = performance.now();
     token = await reserve(host, spec, signal);
+    tokenMs = performance.now() - asked;
   } catch (err) {
     states.end();
     trace.end(statusOf(err), err);
@@ -133,7 +136,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     await cookie.run();
     states.to('busy');
     const running = cookie;
-    trace.started(startTimings(cookie.timings, performance.now() - created), (onStat, ms) => running.watchStats(onStat, ms), host.config.statsIntervalMs);
+    trace.started(startTimings(cookie.timings, performance.now() - created, tokenMs), (onStat, ms) => running.watchStats(onStat, ms), host.config.statsIntervalMs);
     const stdin = cookie.stdin!;
     stdin.on('error', () => undefined); // a function that exits without reading its input
     if (req.body === null) stdin.end();

@@ -48,6 +48,8 @@ export interface HotContainerOptions {
   readonly spec: FunctionSpec;
   /** Its lifecycle as the container listeners see it (begun in `wait` by the launch). */
   readonly states: ContainerStates;
+  /** How long its launch waited for memory and CPU (for the trace of the call that waited for it). */
+  readonly tokenMs: number;
   readonly driver: Driver;
   readonly token: ResourceToken;
   /** This container's folder on the host, mounted at /tmp/iofs (http-stream only). */
@@ -156,7 +158,7 @@ export class HotContainer {
       // wait() never rejects (Driver contract).
       void cookie.wait().then((r) => this.onExit(r));
       if (socket) await this.listenerReady(join(dir, LISTENER), signal);
-      this.startTimings = startTimings(cookie.timings, performance.now() - started);
+      this.startTimings = startTimings(cookie.timings, performance.now() - started, this.o.tokenMs);
       if (socket) {
         this.client = ContainerConnection.unix(join(dir, LISTENER));
       } else if (spec.format === 'http') {

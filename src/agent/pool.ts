@@ -208,8 +208,11 @@ export class SlotPool {
     states.to('wait');
     try {
       let token: ResourceToken | null | 'aborted';
+      let tokenMs = 0;
       try {
+        const asked = performance.now();
         token = await this.reserve();
+        tokenMs = performance.now() - asked;
       } catch (err) {
         states.end();
         queue.exit('start');
@@ -239,6 +242,7 @@ export class SlotPool {
         id,
         spec,
         states,
+        tokenMs,
         driver: host.driver,
         token,
         dir: join(host.config.iofsPath, id),

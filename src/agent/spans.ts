@@ -39,6 +39,8 @@ export interface CallPhases {
   readonly ended: number;
   /** The container start the call waited for, in ms, if it waited for one. */
   readonly startMs: number | undefined;
+  /** How long that start waited for memory and CPU first, in ms. */
+  readonly tokenMs: number;
   readonly cold: boolean;
   readonly status: number;
   readonly error: string | undefined;
@@ -82,8 +84,13 @@ export class CallSpans {
     };
     const slot = this.tracer.startSpan('agent_get_slot', { attributes, startTime: p.arrived }, ctx);
     const slotCtx = trace.setSpan(ctx, slot);
-    if (p.startMs !== undefined) child('agent_launch_cold', Math.max(p.arrived, p.waitEnd - p.startMs), p.waitEnd, slotCtx);
-    else child('agent_wait_hot', p.arrived, p.waitEnd, slotCtx);
+    if (p.startMs !== undefined) {
+      // The launch: memory and CPU first, then the container start.
+      const started = Math.max(p.arrived, p.waitEnd - p.startMs);
+      const asked = Math.max(p.arrived, started - p.tokenMs);
+      const launch = child('agent_launch_cold', asked, p.waitEnd, slotCtx);
+      child('agent_get_resource_token', asked, started, launch);
+    } else child('agent_wait_hot', p.arrived, p.waitEnd, slotCtx);
     slot.end(p.waitEnd);
     if (p.execStart !== undefined) child(p.cold ? 'agent_cold_exec' : 'agent_hot_exec', p.execStart, p.execEnd ?? p.ended);
     span.setAttribute('http.response.status_code', p.status);

@@ -47,11 +47,13 @@ export interface StartTimings {
   readonly image_ms: number;
   readonly create_ms: number;
   readonly start_ms: number;
+  /** How long the start waited for memory and CPU first (traces only; not part of the record). */
+  readonly token_ms?: number;
 }
 
 /** The driver's prepare timings and the time from run to ready, as an outcome keeps them. */
-export function startTimings(prepared: PrepareTimings, startMs: number): StartTimings {
-  return { image_ms: Math.round(prepared.imageMs), create_ms: Math.round(prepared.createMs), start_ms: Math.round(startMs) };
+export function startTimings(prepared: PrepareTimings, startMs: number, tokenMs = 0): StartTimings {
+  return { image_ms: Math.round(prepared.imageMs), create_ms: Math.round(prepared.createMs), start_ms: Math.round(startMs), token_ms: tokenMs };
 }
 
 /** At most this many stat points are kept per call. */
@@ -210,6 +212,7 @@ export class CallTrace {
       // The phases' clock, so that children end within their parent.
       ended: Math.max(origin + performance.now(), this.runStart > 0 ? origin + this.runStart + this.execMs : 0),
       startMs: start ? start.image_ms + start.create_ms + start.start_ms : undefined,
+      tokenMs: start?.token_ms ?? 0,
       cold: this.call.fn.format === 'default',
       status,
       error: error === undefined ? undefined : error instanceof Error ? error.message : String(error),

@@ -85,6 +85,8 @@ describe('tracing (OTLP/HTTP)', () => {
     expect(children(submits[0]!)).toEqual(['agent_get_slot', 'agent_hot_exec']);
     const slot0 = receiver.spans.find((x) => x.parentSpanId === submits[0]!.spanId && x.name === 'agent_get_slot')!;
     expect(children(slot0)).toEqual(['agent_launch_cold']);
+    const launch = receiver.spans.find((x) => x.parentSpanId === slot0.spanId)!;
+    expect(children(launch)).toEqual(['agent_get_resource_token']);
     const slot1 = receiver.spans.find((x) => x.parentSpanId === submits[1]!.spanId && x.name === 'agent_get_slot')!;
     expect(children(slot1)).toEqual(['agent_wait_hot']);
     // Children sit inside their parent's time.
