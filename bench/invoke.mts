@@ -252,11 +252,12 @@ async function main(): Promise<void> {
   });
   await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
   const otlp = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
+  const metricsOnly = await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'on' }, { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'off' }, 'metrics');
   const metrics = await abAtOneConnection(
     image,
     { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'on', OTEL_EXPORTER_OTLP_ENDPOINT: otlp },
     { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'off' },
-    'metrics and tracing',
+    'metrics and tracing (every call traced)',
   );
   sink.close();
 
@@ -275,7 +276,12 @@ async function main(): Promise<void> {
       `server CPU per call on ${fmt(records.on.cpuUs)} us (${fmt(records.on.lowPriorityUs)} us of it in low-priority threads), off ${fmt(records.off.cpuUs)} us`,
   );
   say(
-    `metrics and tracing at 1 conn (${metrics.rounds} rounds in turns): on ${fmt(metrics.on.rps)} req/s, off ${fmt(metrics.off.rps)} req/s (medians): ` +
+    `metrics alone at 1 conn (${metricsOnly.rounds} rounds in turns): on ${fmt(metricsOnly.on.rps)} req/s, off ${fmt(metricsOnly.off.rps)} req/s (medians): ` +
+      `they cost ${fmt(metricsOnly.costPct, 1)}% of throughput (rounds ${metricsOnly.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
+      `server CPU per call on ${fmt(metricsOnly.on.cpuUs)} us, off ${fmt(metricsOnly.off.cpuUs)} us`,
+  );
+  say(
+    `metrics and tracing, every call traced, at 1 conn (${metrics.rounds} rounds in turns): on ${fmt(metrics.on.rps)} req/s, off ${fmt(metrics.off.rps)} req/s (medians): ` +
       `they cost ${fmt(metrics.costPct, 1)}% of throughput (goal <= 5%; rounds ${metrics.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
       `server CPU per call on ${fmt(metrics.on.cpuUs)} us, off ${fmt(metrics.off.cpuUs)} us`,
   );
