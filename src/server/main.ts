@@ -18,7 +18,7 @@ import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
 import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
 import type { HealthCheck } from '../telemetry/index.js';
-import { datastoreCheck, engineCheck } from './probes.js';
+import { datastoreCheck, engineCheck, queueCheck } from './probes.js';
 import { buildServer, VERSION } from './server.js';
 import { Metrics, startTracing, type Tracing } from '../telemetry/index.js';
 
@@ -169,7 +169,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType, sampler: config.otelSampler }) : undefined;
     if (tracing) logger.info({ url: config.otlpTracesUrl }, 'tracing on: spans go to the OTLP endpoint');
     parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue, { metrics, tracing });
-    const checks = [datastoreCheck(datastore), ...(parts.checks ?? [])];
+    // The embedded queue lives in the datastore; Redis is a dependency of its own.
+    const checks = [datastoreCheck(datastore), ...(config.mqUrl ? [queueCheck(queue)] : []), ...(parts.checks ?? [])];
     app = await buildServer({
       config,
       datastore,

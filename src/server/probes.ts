@@ -12,6 +12,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { SqlDatastore } from '../datastore/index.js';
 import type { Driver } from '../drivers/index.js';
+import type { Queue } from '../mq/index.js';
 import type { HealthCheck, Readiness } from '../telemetry/index.js';
 import { resource } from './routing.js';
 
@@ -28,6 +29,16 @@ export function registerProbes(app: FastifyInstance, readiness: Readiness): void
 /** Every role needs its datastore: a trivial query answers. */
 export function datastoreCheck(datastore: Pick<SqlDatastore, 'ping'>): HealthCheck {
   return { name: 'datastore', check: () => datastore.ping() };
+}
+
+/** A queue of its own (Redis, FN_MQ_URL) must answer: detached calls are accepted into it. */
+export function queueCheck(queue: Pick<Queue, 'size'>): HealthCheck {
+  return {
+    name: 'queue',
+    check: async () => {
+      await queue.size();
+    },
+  };
 }
 
 /** A role that runs functions needs its container engine: it answers a ping. */

@@ -4,6 +4,7 @@
  * of each role, and on one whose datastore has gone away.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { startRedis } from '../support/redis.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 
 let s: TestServer | undefined;
@@ -25,6 +26,22 @@ describe('health endpoints', () => {
     s = await startTestServer({ FN_NODE_TYPE: 'api' });
     const ready = await s.call('/ready', { method: 'GET' });
     expect({ status: ready.status, body: ready.json }).toEqual({ status: 200, body: { status: 'ready', checks: { datastore: 'ok' } } });
+  });
+
+  it('with the queue in Redis, /ready asks it too, and answers 503 naming it once Redis is gone', async () => {
+    const redis = await startRedis();
+    try {
+      s = await startTestServer({ FN_NODE_TYPE: 'api', FN_MQ_URL: redis.url });
+      const ready = await s.call('/ready', { method: 'GET' });
+      expect({ status: ready.status, body: ready.json }).toEqual({ status: 200, body: { status: 'ready', checks: { datastore: 'ok', queue: 'ok' } } });
+      await redis.stop();
+      const down = await s.call('/ready', { method: 'GET' });
+      expect(down.status).toBe(503);
+      expect(down.json.checks.datastore).toBe('ok');
+      expect(down.json.checks.queue).not.toBe('ok');
+    } finally {
+      await redis.stop();
+    }
   });
 
   it('/ready answers 503 naming the datastore once it is closed, while /health stays 200', async () => {

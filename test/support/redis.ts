@@ -53,8 +53,10 @@ export async function startRedis(): Promise<TestRedis> {
   }
   return {
     url: `redis://127.0.0.1:${port}/0`,
+    // Idempotent: a second stop finds the server gone.
     stop: () =>
       new Promise<void>((resolve) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
         proc.once('exit', () => resolve());
         proc.kill('SIGTERM');
       }),
