@@ -33,10 +33,15 @@ interface Figures {
   cpuUs?: number;
 }
 
-/** User + system CPU of process `pid` so far, in microseconds (Linux /proc; clock ticks are 1/100 s). */
+/** User + system CPU so far, in microseconds, and nice value, of a /proc stat file (a process's or a thread's; clock ticks are 1/100 s). */
+function procStat(path: string): { us: number; nice: number } {
+  const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
+  return { us: (Number(fields[11]) + Number(fields[12])) * 10_000, nice: Number(fields[16]) };
+}
+
+/** User + system CPU of process `pid` so far, in microseconds. */
 function cpuOf(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  return procStat(`/proc/${pid}/stat`).us;
 }
 
 async function cannon(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number; pid?: number }): Promise<Figures> {
@@ -123,8 +128,7 @@ function threadCpu(pid: number): Map<string, { us: number; nice: number }> {
   const out = new Map<string, { us: number; nice: number }>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      out.set(tid, { us: (Number(f[11]) + Number(f[12])) * 10_000, nice: Number(f[16]) });
+      out.set(tid, procStat(`/proc/${pid}/task/${tid}/stat`));
     } catch {
       // the thread ended
     }

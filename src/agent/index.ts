@@ -19,7 +19,7 @@ export type { ContainerListener, ContainerRef, ContainerState } from './events.j
 export { functionSpec } from './spec.js';
 export type { FunctionSpec } from './spec.js';
 export type { RetireReason } from './hot.js';
-export { sameName, withoutHopHeaders } from './protocol/call.js';
+export { sameName, withoutHeaders, withoutHopHeaders } from './protocol/call.js';
 export type { CallBody, CallRequest, CallResponse, RawHeaders } from './protocol/call.js';
 export {
   computeCapacity,

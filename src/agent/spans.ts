@@ -14,7 +14,7 @@
 import { ROOT_CONTEXT, SpanStatusCode, trace, type Attributes, type Context, type Span, type TextMapGetter, type TextMapSetter, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Call } from '../models/index.js';
-import { sameName, type RawHeaders } from './protocol/call.js';
+import { sameName, withoutHeaders, type RawHeaders } from './protocol/call.js';
 
 /** Reads a header out of raw [name, value, ...] pairs. */
 const rawGetter: TextMapGetter<RawHeaders> = {
@@ -99,11 +99,9 @@ export class CallSpans {
   }
 }
 
-/** `raw` with the headers of `carrier` set (replacing any of the same name). */
+/** `raw` with the headers of `carrier` set (replacing any of the same name; the propagator's names are lower-case). */
 function withHeaders(raw: RawHeaders, carrier: Record<string, string>): RawHeaders {
-  const names = Object.keys(carrier);
-  const out: string[] = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) if (!names.some((n) => sameName(raw[i]!, n))) out.push(raw[i]!, raw[i + 1]!);
-  for (const n of names) out.push(n, carrier[n]!);
+  const out = withoutHeaders(raw, Object.keys(carrier));
+  for (const [n, v] of Object.entries(carrier)) out.push(n, v);
   return out;
 }

@@ -59,6 +59,11 @@ export function startTimings(prepared: PrepareTimings, startMs: number, tokenMs 
 /** At most this many stat points are kept per call. */
 export const MAX_STAT_POINTS = 240;
 
+/** A failure as its record and its span say it. */
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** The HTTP status a failed call is recorded with. */
 export function statusOf(err: unknown): number {
   return err instanceof ApiError ? err.status : 500;
@@ -215,7 +220,7 @@ export class CallTrace {
       tokenMs: start?.token_ms ?? 0,
       cold: this.call.fn.format === 'default',
       status,
-      error: error === undefined ? undefined : error instanceof Error ? error.message : String(error),
+      error: error === undefined ? undefined : errorText(error),
     });
   }
 
@@ -239,7 +244,7 @@ export class CallTrace {
           ? []
           : decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
     };
-    if (error !== undefined) outcome.error = error instanceof Error ? error.message : String(error);
+    if (error !== undefined) outcome.error = errorText(error);
     if (this.startedAt !== undefined) outcome.startedAt = isoTime(this.startedAt);
     return outcome;
   }

@@ -14,7 +14,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { sameName, withoutHopHeaders, type CallResponse, type Invoker } from '../agent/index.js';
+import { sameName, withoutHeaders, withoutHopHeaders, type CallResponse, type Invoker } from '../agent/index.js';
 import { ApiError, E, newId, routeError, type Call } from '../models/index.js';
 import { toHttpError } from './errors.js';
 import type { FnLookup, Target } from './lookup.js';
@@ -168,7 +168,7 @@ export class InvokeHandler {
       createdAt: Date.now(),
     };
     if (made.type === 'detached') {
-      await this.acceptDetached(req, res, framing, { ...made, headers: withoutHeader(made.headers, 'fn-invoke-type') });
+      await this.acceptDetached(req, res, framing, { ...made, headers: withoutHeaders(made.headers, ['fn-invoke-type']) });
       return;
     }
     const { body, length } = await this.requestBody(req, framing);
@@ -299,13 +299,6 @@ function discardRest(req: IncomingMessage): void {
   });
   req.on('error', () => undefined);
   req.resume();
-}
-
-/** Raw headers without those named `lower`. */
-function withoutHeader(raw: string[], lower: string): string[] {
-  const out: string[] = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) if (!sameName(raw[i]!, lower)) out.push(raw[i]!, raw[i + 1]!);
-  return out;
 }
 
 interface RequestFraming {

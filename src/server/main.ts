@@ -17,10 +17,9 @@ import { CallRecorder } from './records.js';
 import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
 import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
-import type { HealthCheck } from '../telemetry/index.js';
 import { datastoreCheck, engineCheck, queueCheck } from './probes.js';
 import { buildServer, VERSION } from './server.js';
-import { Metrics, startTracing, type Tracing } from '../telemetry/index.js';
+import { Metrics, startTracing, type HealthCheck, type Tracing } from '../telemetry/index.js';
 
 export interface RunningServer {
   readonly port: number;

@@ -9,9 +9,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { Config } from '../config/index.js';
 import type { CallStore, Datastore } from '../datastore/index.js';
 import type { Queue } from '../mq/index.js';
-import type { Metrics } from '../telemetry/index.js';
 import { E, routeError, type Changes } from '../models/index.js';
-import { Readiness, type HealthCheck } from '../telemetry/index.js';
+import { Readiness, type HealthCheck, type Metrics } from '../telemetry/index.js';
 import { registerApi } from './api.js';
 import { registerCallsApi } from './calls.js';
 import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
@@ -93,6 +92,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       ).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
         // Expect: 100-continue. A call whose body is declared too big is refused before it is sent.
         if (invoke && InvokeHandler.matches(req.url ?? '')) {
+          if (metrics) countInvoke(metrics, req, res);
           if (invoke.checkContinue(req, res)) return;
           res.writeContinue();
           invoke.handle(req, res);

@@ -46,6 +46,7 @@ interface FnCells {
 /** One fn's container cells. */
 interface ContainerCells {
   readonly count: Readonly<Record<ContainerState, Cell>>;
+  readonly time: Readonly<Record<ContainerState, HistogramCell>>;
   readonly coldstarts: Cell;
   readonly init: HistogramCell;
 }
@@ -211,7 +212,7 @@ export class Metrics implements CallListener, ContainerListener {
     const c = this.containerCells(ref);
     if (from) {
       c.count[from].value--;
-      this.containerTime[from].observe(this.containerTime[from].cell(ref.appId, ref.fnId), ms / 1000);
+      this.containerTime[from].observe(c.time[from], ms / 1000);
       if (from === 'start' && to !== undefined) {
         c.coldstarts.value++;
         this.init.observe(c.init, ms / 1000);
@@ -231,6 +232,7 @@ export class Metrics implements CallListener, ContainerListener {
       const l = [ref.appId, ref.fnId] as const;
       c = {
         count: Object.fromEntries(STATES.map((s) => [s, this.containerCount[s].cell(...l)])) as Record<ContainerState, Cell>,
+        time: Object.fromEntries(STATES.map((s) => [s, this.containerTime[s].cell(...l)])) as Record<ContainerState, HistogramCell>,
         coldstarts: this.coldstarts.cell(...l),
         init: this.init.cell(...l),
       };

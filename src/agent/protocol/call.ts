@@ -62,6 +62,13 @@ export function sameName(name: string, lower: string): boolean {
   return name.length === lower.length && (name === lower || name.toLowerCase() === lower);
 }
 
+/** Raw headers without those named in `lower` (lower-case names). */
+export function withoutHeaders(raw: RawHeaders, lower: readonly string[]): RawHeaders {
+  const out: RawHeaders = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) if (!lower.some((n) => sameName(raw[i]!, n))) out.push(raw[i]!, raw[i + 1]!);
+  return out;
+}
+
 /** Headers that describe one connection hop and must not be forwarded (RFC 9110 7.6.1), and Host. */
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
 const HOP_LENGTHS = new Set([...HOP_HEADERS].map((h) => h.length));

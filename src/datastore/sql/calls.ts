@@ -12,16 +12,6 @@ import type { Page } from '../datastore.js';
 import { limitOf, toPage } from './paging.js';
 import type { Schema } from './schema.js';
 
-/** A call's log as the writer stores it: on its call's row (its app and creation time make a placeholder row when the record is not stored yet). */
-export interface LogRow {
-  id: string;
-  fn_id: string;
-  app_id: string;
-  /** The call's creation, in ms since the epoch. */
-  created: number;
-  log: string;
-}
-
 /**
  * How a database writes batches of call records (as JSON) and logs, each
  * batch one transaction, and prunes them: they come by the thousand per
@@ -29,7 +19,8 @@ export interface LogRow {
  * where it can (SQLite: sqlite-writer.ts).
  */
 export interface BatchWriter {
-  write(records: readonly string[], logs: readonly LogRow[]): Promise<void>;
+  /** A log lands on its call's row (its app and creation time make a placeholder row when the record is not stored yet). */
+  write(records: readonly string[], logs: readonly CallLogEntry[]): Promise<void>;
   /** Removes records created before `before` and beyond the newest `perFn` of each fn; resolves with how many. */
   prune(before: string, perFn: number): Promise<number>;
   /** Finishes the batches in flight and releases the writer. Idempotent. */
@@ -52,10 +43,7 @@ export class SqlCallStore implements CallStore {
   async insertSerialized(records: readonly string[], logs: readonly CallLogEntry[] = []): Promise<void> {
     if (records.length === 0 && logs.length === 0) return;
     this.db(); // throws once closed
-    return this.writer.write(
-      records,
-      logs.map((l) => ({ id: l.callId, fn_id: l.fnId, app_id: l.appId, created: l.created, log: l.log })),
-    );
+    return this.writer.write(records, logs);
   }
 
   /** Finishes writes in flight (the batch writer's). */

@@ -12,7 +12,8 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
-import type { BatchWriter, LogRow } from './calls.js';
+import type { CallLogEntry } from '../calls.js';
+import type { BatchWriter } from './calls.js';
 
 /**
  * The writer's program, as plain CommonJS source so that the worker thread
@@ -33,7 +34,7 @@ const PROGRAM = `
 const insertCall = db.prepare(
   'INSERT INTO calls (id, fn_id, app_id, status, created_at, record, log) VALUES (@id, @fn_id, @app_id, @status, @created_at, @record, @log) ' +
   'ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record, log = coalesce(excluded.log, calls.log)');
-const setLog = db.prepare('UPDATE calls SET log = @log WHERE id = @id');
+const setLog = db.prepare('UPDATE calls SET log = @log WHERE id = @callId');
 const placeholder = db.prepare(
   "INSERT INTO calls (id, fn_id, app_id, status, created_at, record, log) VALUES (@id, @fn_id, @app_id, 'running', @created_at, @record, @log) " +
   'ON CONFLICT (id) DO UPDATE SET log = excluded.log');
@@ -45,18 +46,19 @@ return {
   write: db.transaction((records, logs) => {
     // A log whose record is in the same batch goes into the record's row.
     const byId = new Map();
-    for (const log of logs) byId.set(log.id, log);
+    for (const log of logs) byId.set(log.callId, log);
     for (const json of records) {
       const r = JSON.parse(json);
-      const log = byId.get(r.id);
-      if (log !== undefined && log.fn_id === r.fn_id) byId.delete(r.id);
+      const found = byId.get(r.id);
+      const log = found !== undefined && found.fnId === r.fn_id ? found : undefined;
+      if (log !== undefined) byId.delete(r.id);
       insertCall.run({ id: r.id, fn_id: r.fn_id, app_id: r.app_id, status: r.status, created_at: r.created_at, record: json, log: log === undefined ? null : log.log });
     }
-    for (const row of byId.values()) {
-      if (setLog.run(row).changes === 0) {
-        const created_at = new Date(row.created).toISOString();
-        const record = JSON.stringify({ id: row.id, status: 'running', app_id: row.app_id, fn_id: row.fn_id, created_at, stats: [] });
-        placeholder.run({ id: row.id, fn_id: row.fn_id, app_id: row.app_id, created_at, record, log: row.log });
+    for (const log of byId.values()) {
+      if (setLog.run(log).changes === 0) {
+        const created_at = new Date(log.created).toISOString();
+        const record = JSON.stringify({ id: log.callId, status: 'running', app_id: log.appId, fn_id: log.fnId, created_at, stats: [] });
+        placeholder.run({ id: log.callId, fn_id: log.fnId, app_id: log.appId, created_at, record, log: log.log });
       }
     }
   }),
@@ -72,7 +74,7 @@ return {
 `;
 
 interface Program {
-  write(records: readonly string[], logs: readonly LogRow[]): void;
+  write(records: readonly string[], logs: readonly CallLogEntry[]): void;
   prune(before: string, perFn: number): number;
 }
 
@@ -119,7 +121,7 @@ parentPort.on('message', (m) => {
  */
 const WRITER_NICE = 10;
 
-type Message = { kind: 'write'; records: readonly string[]; logs: readonly LogRow[] } | { kind: 'prune'; before: string; perFn: number } | { kind: 'close' };
+type Message = { kind: 'write'; records: readonly string[]; logs: readonly CallLogEntry[] } | { kind: 'prune'; before: string; perFn: number } | { kind: 'close' };
 
 /** Writes batches from a worker thread with its own connection to the file at `path`. */
 export function workerWriter(path: string): BatchWriter {
