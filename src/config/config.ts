@@ -6,11 +6,13 @@
  * with a `ConfigError` naming the variable, the value and what is accepted.
  */
 import { createHash } from 'node:crypto';
-import { realpathSync } from 'node:fs';
+import { accessSync, constants as fsConstants, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 
-export type NodeType = 'full' | 'api';
+export type NodeType = 'full' | 'api' | 'lb' | 'pure-runner';
+/** FN_PLACER: how an LB picks runners. */
+export type PlacerKind = 'naive' | 'ch' | 'wait';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
 /** How log lines are written: one JSON object each, or text for people. */
 export type LogFormat = 'json' | 'text';
@@ -69,6 +71,28 @@ export interface Config {
   readonly requestHeadersTimeoutMs: number;
   /** FNTS_REQUEST_TIMEOUT_MSECS (30000): from a request's first byte until its whole body is in; at least the headers timeout. */
   readonly requestTimeoutMs: number;
+
+  // ---- fleet (lb, pure-runner)
+  readonly fleet: FleetSettings;
+}
+
+/** How the fleet roles find each other (Fn's variables, and fnts's own for TLS and caching). */
+export interface FleetSettings {
+  /** FN_GRPC_PORT (9190): a pure runner's RunnerProtocol port. */
+  readonly grpcPort: number;
+  /** FN_RUNNER_API_URL: an LB's API node (apps, fns, triggers); required for lb. */
+  readonly runnerApiUrl: string | undefined;
+  /** FN_RUNNER_ADDRESSES (host:port,...): an LB's runners; required for lb. */
+  readonly runnerAddresses: readonly string[];
+  /** FN_PLACER (wait): naive (round robin, as Fn), ch (consistent hash, as Fn) or wait (ours). */
+  readonly placer: PlacerKind;
+  /** FNTS_LB_CACHE_MSECS (1000): how long an LB uses an app, fn or trigger before asking the API node again. */
+  readonly lbCacheMs: number;
+  /**
+   * FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY, FNTS_GRPC_TLS_CA (files, PEM): mutual
+   * TLS between LBs and runners, all three or none. Undefined = plaintext.
+   */
+  readonly tls: { readonly cert: string; readonly key: string; readonly ca: string } | undefined;
 }
 
 /** Settings of the agent and its container driver (Fn's names and defaults). */
@@ -126,9 +150,9 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-const NODE_TYPES: readonly NodeType[] = ['full', 'api'];
+const NODE_TYPES: readonly NodeType[] = ['full', 'api', 'lb', 'pure-runner'];
 /** Roles Fn has that later fnts releases add; named so the error can say so. */
-const PLANNED_NODE_TYPES = ['lb', 'pure-runner', 'runner', 'poolmanager'];
+const PLANNED_NODE_TYPES = ['runner', 'poolmanager'];
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 const LOG_FORMATS: readonly LogFormat[] = ['json', 'text'];
 
@@ -279,6 +303,54 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
+    fleet: fleetSettings(env, oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full')),
+  });
+}
+
+/** host:port, with a port. */
+function isHostPort(text: string): boolean {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(text);
+  return m !== null && Number(m[2]) > 0 && Number(m[2]) <= 65535;
+}
+
+function readableFile(env: Env, name: string): string | undefined {
+  const path = read(env, name);
+  if (path === undefined) return undefined;
+  try {
+    accessSync(path, fsConstants.R_OK);
+  } catch {
+    throw new ConfigError(`${name}=${path} cannot be read; give the path of a PEM file this process can read`);
+  }
+  return path;
+}
+
+function fleetSettings(env: Env, nodeType: NodeType): FleetSettings {
+  const runnerAddresses = (read(env, 'FN_RUNNER_ADDRESSES') ?? '').split(',').map((a) => a.trim()).filter(Boolean);
+  for (const a of runnerAddresses) {
+    if (!isHostPort(a)) throw new ConfigError(`FN_RUNNER_ADDRESSES has ${a}, which is not host:port; list the runners' gRPC addresses, e.g. 10.0.0.5:9190,10.0.0.6:9190`);
+  }
+  const runnerApiUrl = read(env, 'FN_RUNNER_API_URL')?.replace(/\/+$/, '');
+  if (runnerApiUrl !== undefined && !/^https?:\/\/[^/\s]+/.test(runnerApiUrl)) {
+    throw new ConfigError(`FN_RUNNER_API_URL=${runnerApiUrl} is not an http(s) URL; use the API node's address, e.g. http://fn-api:8080`);
+  }
+  if (nodeType === 'lb') {
+    if (runnerApiUrl === undefined) throw new ConfigError('FN_NODE_TYPE=lb needs FN_RUNNER_API_URL, the API node it reads apps and fns from (e.g. http://fn-api:8080)');
+    if (runnerAddresses.length === 0) throw new ConfigError('FN_NODE_TYPE=lb needs FN_RUNNER_ADDRESSES, the runners it places calls on (host:port of each pure runner\'s FN_GRPC_PORT, comma separated)');
+  }
+  const cert = readableFile(env, 'FNTS_GRPC_TLS_CERT');
+  const key = readableFile(env, 'FNTS_GRPC_TLS_KEY');
+  const ca = readableFile(env, 'FNTS_GRPC_TLS_CA');
+  const given = [cert, key, ca].filter((x) => x !== undefined).length;
+  if (given !== 0 && given !== 3) {
+    throw new ConfigError('FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA go together: set all three (mutual TLS between LBs and runners) or none (plaintext)');
+  }
+  return Object.freeze({
+    grpcPort: integer(env, 'FN_GRPC_PORT', 9190, 0, 65535),
+    runnerApiUrl,
+    runnerAddresses: Object.freeze(runnerAddresses),
+    placer: oneOf(env, 'FN_PLACER', ['naive', 'ch', 'wait'] as const, 'wait'),
+    lbCacheMs: msecs(env, 'FNTS_LB_CACHE_MSECS', 1000, 0, 3600_000),
+    tls: cert && key && ca ? Object.freeze({ cert, key, ca }) : undefined,
   });
 }
 

@@ -175,3 +175,12 @@ export function routeError(d: ErrorDef, method: string, path: string): ApiError 
 export function invalidSyslog(url: string, reason: string): ApiError {
   return new ApiError(E.InvalidSyslog, { message: `invalid syslog url: "${url}" ${reason}` });
 }
+
+/**
+ * An error another node reported (a runner's CallFinished, an API node's
+ * answer): its status and words as they came. `user`: the function caused it.
+ */
+export function remoteError(status: number, message: string, user = false): ApiError {
+  const d = def('Remote', status >= 400 && status <= 599 ? status : 500, message);
+  return user ? new FunctionError(d) : new ApiError(d);
+}

@@ -10,7 +10,7 @@ export { isoTime, newId, now } from './common.js';
 export type { ConfigMap } from './common.js';
 export { parseJsonObject } from './decode.js';
 export type { JsonObject } from './decode.js';
-export { ApiError, apiError, E, FunctionError, invalidSyslog, routeError } from './errors.js';
+export { ApiError, apiError, E, FunctionError, invalidSyslog, remoteError, routeError } from './errors.js';
 export type { ErrorDef, ErrorName } from './errors.js';
 export {
   applyFnPatch,

@@ -162,4 +162,12 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
       return reply.code(204).send();
     },
   });
+
+  // Fn's LB finds a trigger's fn here (Fn's hybrid client); fnts's LB too.
+  app.get('/v2/runner/apps/:appID/triggerBySource/:type/*', async (req) => {
+    const appId = param(req, 'appID');
+    const source = `/${(req.params as Record<string, string>)['*'] ?? ''}`;
+    const t = await ds.getTriggerBySource(appId, param(req, 'type'), source);
+    return triggerJson(req, t, await ds.getAppById(appId));
+  });
 }

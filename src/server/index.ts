@@ -5,7 +5,7 @@
 export { registerApi } from './api.js';
 export type { ApiDeps } from './api.js';
 export { FnLookup } from './lookup.js';
-export type { Target } from './lookup.js';
+export type { Target, TargetLookup } from './lookup.js';
 export { toHttpError } from './errors.js';
 export type { HttpError } from './errors.js';
 export { createLogger, startServer } from './main.js';

@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import { sameName, withoutHeaders, withoutHopHeaders, type CallResponse, type Invoker } from '../agent/index.js';
 import { ApiError, E, newId, routeError, type Call } from '../models/index.js';
 import { toHttpError } from './errors.js';
-import type { FnLookup, Target } from './lookup.js';
+import type { Target, TargetLookup } from './lookup.js';
 
 /** Takes detached calls (Fn-Invoke-Type: detached): persists them before the caller hears 202. */
 export interface DetachedIntake {
@@ -34,7 +34,7 @@ export interface InvokeDeps {
   readonly invoker: Invoker;
   /** Where detached calls go; without one they run as synchronous calls. */
   readonly detached?: DetachedIntake;
-  readonly lookup: FnLookup;
+  readonly lookup: TargetLookup;
   readonly logger: Logger;
   /** FN_MAX_REQUEST_SIZE; 0 = no limit. */
   readonly maxRequestBytes: number;

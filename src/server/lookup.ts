@@ -13,7 +13,20 @@ export interface Target {
   readonly triggerId?: string;
 }
 
-export class FnLookup {
+/**
+ * Finds what a call is made from. Rules: a hit may be answered at once (not
+ * a promise); a miss rejects with Fn's 404 (Fn not found, App not found,
+ * Trigger not found); an implementation bounds how stale its answers are.
+ */
+export interface TargetLookup {
+  /** The fn `fnId`. */
+  byFn(fnId: string): Target | Promise<Target>;
+  /** The fn behind the HTTP trigger `source` of app `appName`. */
+  byTrigger(appName: string, source: string): Target | Promise<Target>;
+}
+
+/** Lookups in this node's own datastore. */
+export class FnLookup implements TargetLookup {
   private readonly fns = new Map<string, Promise<Target>>();
   private readonly triggers = new Map<string, Promise<Target>>();
   /** Lookups that have resolved, readable without awaiting a promise (the common case). */

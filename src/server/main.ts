@@ -20,11 +20,17 @@ import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
 import { datastoreCheck, engineCheck, queueCheck } from './probes.js';
 import { buildServer, VERSION } from './server.js';
 import { Metrics, startTracing, type HealthCheck, type Tracing } from '../telemetry/index.js';
+import { readFileSync } from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import { createPlacer, LbAgent, RemoteLookup, RunnerClient } from '../lb/index.js';
+import { RunnerServer } from '../runner/index.js';
 
 export interface RunningServer {
   readonly port: number;
   readonly logger: Logger;
   readonly agent: Agent | undefined;
+  /** A pure runner's gRPC port. */
+  readonly grpcPort: number | undefined;
   /** The datastore it serves from (GET /ready asks it; closing it makes the server not ready). */
   readonly datastore: SqlDatastore;
   /**
@@ -54,8 +60,8 @@ export function createLogger(config: Config): Logger {
 }
 
 /** The local agent with its Docker driver and resource tracker, as a full node (and later a pure runner) runs it. */
-function createAgent(config: Config, logger: Logger, changes: Changes, spans: CallSpans | undefined): Agent {
-  const a = config.agent;
+function createAgent(config: Config, logger: Logger, changes: Changes, spans: CallSpans | undefined, overrides: Partial<Config['agent']> = {}): Agent {
+  const a = { ...config.agent, ...overrides };
   const capacity = computeCapacity(readHost(), a.maxTotalMemoryBytes, a.maxTotalCpuMillis);
   logger.info({ memoryMB: Math.floor(capacity.memoryBytes / MB), cpuMillis: capacity.cpuMillis }, 'capacity for functions');
   const driver = new DockerDriver({
@@ -67,6 +73,25 @@ function createAgent(config: Config, logger: Logger, changes: Changes, spans: Ca
     networks: a.dockerNetworks,
   });
   return new Agent({ driver, resources: new MemoryCpuTracker(capacity), logger, changes, config: { ...a, instance: selfInstance() }, ...(spans ? { spans } : {}) });
+}
+
+/**
+ * The local agent, reporting to the role's telemetry, started: its leftovers
+ * removed. Without the Docker engine the node still serves (its API, its
+ * probes) and calls fail until the engine answers.
+ */
+async function startAgent(config: Config, logger: Logger, changes: Changes, { metrics, tracing }: Telemetry, overrides: Partial<Config['agent']> = {}): Promise<Agent> {
+  const agent = createAgent(config, logger, changes, tracing ? new CallSpans(tracing.tracer) : undefined, overrides);
+  if (metrics) {
+    metrics.watchResources(agent.resources);
+    agent.addListener(metrics);
+  }
+  try {
+    await agent.start();
+  } catch (err) {
+    logger.warn({ err }, 'the Docker engine does not answer: calls fail until it does (start dockerd, or set DOCKER_HOST)');
+  }
+  return agent;
 }
 
 /** What a role runs besides the API: the invoke endpoints and what serves them, if any. */
@@ -83,6 +108,10 @@ interface RoleParts {
   readonly workers?: AsyncWorkers;
   /** What the role needs besides the datastore to be ready (GET /ready). */
   readonly checks?: readonly HealthCheck[];
+  /** A pure runner's gRPC server: drained (calls in flight finish, new ones refused) before the agent closes. */
+  readonly runner?: RunnerServer;
+  /** The gRPC port it listens on. */
+  readonly grpcPort?: number;
 }
 
 /** What a role reports to: metrics (unless FNTS_METRICS=off) and spans (when an OTLP endpoint is set). */
@@ -95,21 +124,13 @@ type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes:
 
 /**
  * One wiring per role (FN_NODE_TYPE). `full`: the API and the local agent
- * behind the invoke endpoints. `api`: the API only. (`lb`, `pure-runner`
- * and `poolmanager` join here as they arrive.)
+ * behind the invoke endpoints. `api`: the API only. `pure-runner`: the
+ * agent behind Fn's gRPC runner protocol. `lb`: the invoke endpoints, calls
+ * placed on runners. (`poolmanager` joins here when it arrives.)
  */
 const ROLES: Record<NodeType, Wiring> = {
   async full(config, logger, datastore, changes, queue, { metrics, tracing }) {
-    const agent = createAgent(config, logger, changes, tracing ? new CallSpans(tracing.tracer) : undefined);
-    if (metrics) {
-      metrics.watchResources(agent.resources);
-      agent.addListener(metrics);
-    }
-    try {
-      await agent.start();
-    } catch (err) {
-      logger.warn({ err }, 'the Docker engine does not answer: the API works, but calls fail until it does (start dockerd, or set DOCKER_HOST)');
-    }
+    const agent = await startAgent(config, logger, changes, { metrics, tracing });
     let recorder: CallRecorder | undefined;
     if (config.callRecords) {
       recorder = new CallRecorder({ store: datastore.calls, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn });
@@ -139,6 +160,48 @@ const ROLES: Record<NodeType, Wiring> = {
   async api() {
     return {};
   },
+  /**
+   * The agent behind Fn's gRPC RunnerProtocol. Its resources never block: a
+   * call that would wait for memory is refused (503) so that the LB places
+   * it on another runner, as Fn's pure runners do.
+   */
+  async 'pure-runner'(config, logger, _datastore, changes, _queue, { metrics, tracing }) {
+    const agent = await startAgent(config, logger, changes, { metrics, tracing }, { nonBlockingResources: true });
+    const syslog = new SyslogForwarder(logger.child({ module: 'syslog' }));
+    agent.addListener(syslog);
+    const tls = config.fleet.tls;
+    const credentials = tls
+      ? grpc.ServerCredentials.createSsl(readFileSync(tls.ca), [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], true)
+      : undefined;
+    const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(credentials ? { credentials } : {}) });
+    let grpcPort: number;
+    try {
+      grpcPort = await runner.listen(config.listenHost, config.fleet.grpcPort);
+    } catch (err) {
+      await agent.close();
+      throw err;
+    }
+    if (!tls) logger.warn({ grpcPort }, 'the runner protocol is plaintext: keep FN_GRPC_PORT on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
+    logger.info({ grpcPort }, `runner protocol serving on :${grpcPort}`);
+    return { invoker: agent, agent, syslog, runner, grpcPort, checks: [engineCheck(agent.driver)] };
+  },
+  /**
+   * The invoke endpoints, each call placed on a runner (FN_RUNNER_ADDRESSES)
+   * by FN_PLACER; apps, fns and triggers come from the API node
+   * (FN_RUNNER_API_URL), cached for FNTS_LB_CACHE_MSECS.
+   */
+  async lb(config, logger) {
+    const { fleet } = config;
+    const tls = fleet.tls;
+    const credentials = tls ? grpc.credentials.createSsl(readFileSync(tls.ca), readFileSync(tls.key), readFileSync(tls.cert)) : undefined;
+    if (!tls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
+    const runners = fleet.runnerAddresses.map((address) => new RunnerClient(address, credentials ? { credentials } : {}));
+    const invoker = new LbAgent({ runners, placer: createPlacer(fleet.placer), log: logger });
+    const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs });
+    const invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes });
+    logger.info({ runners: fleet.runnerAddresses, placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
+    return { invoke, invoker };
+  },
 };
 
 /**
@@ -147,6 +210,9 @@ const ROLES: Record<NodeType, Wiring> = {
  * log destinations and the queue closed, and the datastore last.
  */
 async function release(parts: RoleParts, queue: Queue | undefined, datastore: SqlDatastore, tracing: Tracing | undefined): Promise<void> {
+  // A runner refuses new calls while those in flight finish; then its port closes.
+  await parts.runner?.drain();
+  await parts.runner?.close();
   await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
   await Promise.all([parts.recorder?.close(), tracing?.shutdown()]);
   parts.syslog?.close();
@@ -155,7 +221,9 @@ async function release(parts: RoleParts, queue: Queue | undefined, datastore: Sq
 }
 
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
-  const datastore = await openSqlDatastore(config.dbUrl);
+  // LBs and runners keep nothing: their datastore (for the queue's table, unused) lives in memory.
+  const fleet = config.nodeType === 'lb' || config.nodeType === 'pure-runner';
+  const datastore = await openSqlDatastore(fleet ? 'sqlite3://:memory:' : config.dbUrl);
   const changes = new Changes(logger);
   let parts: RoleParts = {};
   let queue: Queue | undefined;
@@ -178,6 +246,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       calls: datastore.calls,
       queue,
       checks,
+      api: !fleet,
       ...(parts.invoke ? { invoke: parts.invoke } : {}),
       ...(metrics ? { metrics } : {}),
     });
@@ -188,7 +257,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     throw err;
   }
   const port = (app.server.address() as AddressInfo).port;
-  logger.info({ port, role: config.nodeType, db: config.dbUrl.replace(/\/\/[^@/]*@/, '//***@') }, `fnts serving on :${port}`);
+  logger.info({ port, role: config.nodeType, ...(fleet ? {} : { db: config.dbUrl.replace(/\/\/[^@/]*@/, '//***@') }) }, `fnts serving on :${port}`);
 
   let closing: Promise<void> | undefined;
   const server = app;
@@ -196,6 +265,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     port,
     logger,
     agent: parts.agent,
+    grpcPort: parts.grpcPort,
     datastore,
     abort() {
       parts.invoker?.abort();

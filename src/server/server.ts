@@ -37,6 +37,8 @@ export interface ServerDeps {
   readonly checks?: readonly HealthCheck[];
   /** Served at /metrics; API latency is counted into it. */
   readonly metrics?: Metrics;
+  /** Serve the REST API (apps, fns, triggers; calls when `calls` is given). Off on LBs and runners. Default on. */
+  readonly api?: boolean;
 }
 
 /**
@@ -175,12 +177,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   resource(app, '/version', { GET: async () => ({ version: VERSION }) });
   registerProbes(app, new Readiness(deps.checks ?? [], { log: deps.logger.child({ module: 'health' }) }));
 
-  registerApi(app, {
-    datastore: deps.datastore,
-    publicUrl: config.publicUrl,
-    ...(deps.changes ? { changes: deps.changes } : {}),
-  });
-  if (deps.calls) registerCallsApi(app, { datastore: deps.datastore, calls: deps.calls, ...(deps.queue ? { queue: deps.queue } : {}) });
+  if (deps.api !== false) {
+    registerApi(app, {
+      datastore: deps.datastore,
+      publicUrl: config.publicUrl,
+      ...(deps.changes ? { changes: deps.changes } : {}),
+    });
+  }
+  if (deps.calls && deps.api !== false) registerCallsApi(app, { datastore: deps.datastore, calls: deps.calls, ...(deps.queue ? { queue: deps.queue } : {}) });
 
   await app.ready();
   return app;

@@ -1,0 +1,13 @@
+/**
+ * lb/ — the LB's Invoker: runners over Fn's runner protocol, placers
+ * (naive, ch, wait), and lookups from the API node.
+ */
+export { RunnerClient } from './client.js';
+export type { Attempt, RunnerClientOptions } from './client.js';
+export { LbAgent } from './lb-agent.js';
+export type { LbAgentOptions, PlacementListener } from './lb-agent.js';
+export { RemoteLookup } from './lookup.js';
+export type { RemoteLookupOptions } from './lookup.js';
+export { PLACER_NAMES } from './placer.js';
+export type { AttemptReport, Placer, PlacerName, RunnerView } from './placer.js';
+export { createPlacer } from './placers.js';

@@ -1,0 +1,292 @@
+/**
+ * The LB's Invoker: runs each call on a runner over Fn's runner protocol.
+ *
+ *   invoke(call) -> the body, read whole (kept until the call is committed,
+ *   so that it can be sent again) -> rounds of placement: the placer orders
+ *   the runners that are up, each is tried in turn until one commits ->
+ *   the runner's answer is the caller's.
+ *
+ * A call moves to another runner only before it is committed (the runner
+ * refused it with 503, or could not be reached); once a runner has accepted
+ * the TryCall it is never sent anywhere else. When every runner refused, the
+ * next round starts after a short, growing pause, until the call's own
+ * timeout has passed (then 503 Timed out - server too busy).
+ *
+ * A runner that cannot be reached is held down for a growing time (100 ms to
+ * 5 s) and then tried again; gRPC reconnects underneath meanwhile.
+ */
+import type { Readable } from 'node:stream';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { CallBody, CallResponse, Invoker, RunningCall } from '../agent/index.js';
+import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
+import { nsToMs, type CallFinishedMsg } from '../runner/index.js';
+import type { Attempt, RunnerClient } from './client.js';
+import type { Placer, RunnerView } from './placer.js';
+
+/**
+ * What the LB tells about placements (metrics). Rules: called on the call's
+ * path, so cheap, never blocking, never throwing (a throw is logged).
+ */
+export interface PlacementListener {
+  /** One attempt on `runner` ended as `result` (refused, failed or committed). */
+  onAttempt?(fnId: string, runner: string, result: Attempt['kind']): void;
+  /** A call was committed to `runner` after `attempts` attempts, `placeMs` after it arrived. */
+  onPlaced?(fnId: string, runner: string, attempts: number, placeMs: number): void;
+  /** No runner took the call before its deadline. */
+  onUnplaced?(fnId: string): void;
+}
+
+export interface LbAgentOptions {
+  readonly runners: readonly RunnerClient[];
+  readonly placer: Placer;
+  readonly log: Logger;
+  readonly listeners?: readonly PlacementListener[];
+  /** The first pause after a round where every runner refused (doubles up to 200 ms). */
+  readonly retryDelayMs?: number;
+}
+
+const MAX_DOWN_MS = 5_000;
+const MAX_ROUND_PAUSE_MS = 200;
+
+/** A runner as the LB tracks it: the placer's view, plus its client and failure backoff. */
+class Runner implements RunnerView {
+  inFlight = 0;
+  private failures = 0;
+  private downUntil = 0;
+
+  constructor(readonly client: RunnerClient) {}
+
+  get address(): string {
+    return this.client.address;
+  }
+
+  get up(): boolean {
+    return this.downUntil <= performance.now();
+  }
+
+  failed(): void {
+    this.failures++;
+    this.downUntil = performance.now() + Math.min(MAX_DOWN_MS, 100 * 2 ** (this.failures - 1));
+  }
+
+  reached(): void {
+    this.failures = 0;
+    this.downUntil = 0;
+  }
+}
+
+function shuttingDown(): ApiError {
+  return new ApiError(E.ServiceUnavailable);
+}
+
+function serverBusy(): ApiError {
+  return new ApiError(E.CallTimeoutServerBusy, { headers: { 'Retry-After': '15' } });
+}
+
+/** The whole request body: the LB keeps it until a runner has committed to the call. */
+async function wholeBody(body: CallBody): Promise<Buffer> {
+  if (body === null) return Buffer.alloc(0);
+  if (Buffer.isBuffer(body)) return body;
+  const chunks: Buffer[] = [];
+  for await (const chunk of body as Readable) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** How a call placed on a runner ended, from the runner's CallFinished. */
+function outcomeOf(call: Call, status: number, finished: CallFinishedMsg | undefined, error: unknown): CallOutcome {
+  const now = new Date().toISOString();
+  const f = finished;
+  const httpStatus = error === undefined ? status : error instanceof ApiError ? error.status : 502;
+  const outcome: { -readonly [K in keyof CallOutcome]: CallOutcome[K] } = {
+    id: call.id,
+    status: callStatus(httpStatus),
+    httpStatus,
+    errorUser: f?.errorUser ?? false,
+    createdAt: new Date(call.createdAt).toISOString(),
+    completedAt: f?.completedAt || now,
+    timings: {
+      wait_ms: Math.round(nsToMs(f?.schedulerDuration ?? 0)),
+      exec_ms: Math.round(nsToMs(f?.executionDuration ?? 0)),
+      ...(f && f.initStartTime > 0 ? { image_ms: Math.round(nsToMs(f.imagePullWaitDuration)), create_ms: Math.round(nsToMs(f.ctrCreateDuration)), start_ms: Math.round(nsToMs(f.initStartTime)) } : {}),
+    },
+    stats: [],
+  };
+  if (f?.startedAt) outcome.startedAt = f.startedAt;
+  if (error !== undefined) outcome.error = error instanceof Error ? error.message : String(error);
+  return outcome;
+}
+
+class LbCall implements RunningCall {
+  response!: Promise<CallResponse>;
+  outcome!: Promise<CallOutcome>;
+  readonly log = Promise.resolve('');
+  /** Set once committed: cancels on the runner. */
+  onCancel: (() => void) | undefined;
+  cancelled: unknown;
+  wake: (() => void) | undefined;
+
+  cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
+    if (this.cancelled !== undefined) return;
+    this.cancelled = reason;
+    this.onCancel?.();
+    this.wake?.();
+  }
+}
+
+export class LbAgent implements Invoker {
+  private readonly runners: Runner[];
+  private readonly log: Logger;
+  private readonly calls = new Set<LbCall>();
+  private closing = false;
+  private idle: (() => void) | undefined;
+
+  constructor(private readonly o: LbAgentOptions) {
+    this.runners = o.runners.map((c) => new Runner(c));
+    this.log = o.log.child({ module: 'lb' });
+  }
+
+  /** The runners as the placers see them (address, up, calls in flight from this LB). */
+  get view(): readonly RunnerView[] {
+    return this.runners;
+  }
+
+  invoke(call: Call, body: CallBody): RunningCall {
+    const handle = new LbCall();
+    let settle!: (o: CallOutcome) => void;
+    handle.outcome = new Promise<CallOutcome>((r) => (settle = r));
+    if (this.closing) {
+      handle.response = Promise.reject(serverBusy());
+      handle.response.catch(() => undefined);
+      settle(outcomeOf(call, 503, undefined, serverBusy()));
+      return handle;
+    }
+    this.calls.add(handle);
+    handle.response = this.run(handle, call, body, settle);
+    handle.response.catch(() => undefined);
+    return handle;
+  }
+
+  private async run(handle: LbCall, call: Call, body: CallBody, settle: (o: CallOutcome) => void): Promise<CallResponse> {
+    let committed: Extract<Attempt, { kind: 'committed' }> | undefined;
+    let runner: Runner | undefined;
+    try {
+      const bytes = await wholeBody(body);
+      const placed = await this.place(handle, call, bytes);
+      committed = placed.attempt;
+      runner = placed.runner;
+    } catch (err) {
+      settle(outcomeOf(call, 503, undefined, err));
+      this.done(handle);
+      throw err;
+    }
+    const attempt = committed;
+    const on = runner;
+    handle.onCancel = () => attempt.cancel();
+    if (handle.cancelled !== undefined) attempt.cancel();
+    let status = 0;
+    let error: unknown;
+    try {
+      const response = await attempt.response;
+      status = response.status;
+      return response;
+    } catch (err) {
+      error = err;
+      throw err;
+    } finally {
+      // The call is over once the runner says so (its answer streamed), however it ended.
+      attempt.finished.then((f) => {
+        on.inFlight--;
+        const outcome = outcomeOf(call, status, f, error);
+        if (f && f.success && outcome.startedAt !== undefined) {
+          this.o.placer.report(call.fn.fnId, on, { kind: 'ran', waitMs: outcome.timings.wait_ms, ...(f.initStartTime > 0 ? { startMs: (outcome.timings.image_ms ?? 0) + (outcome.timings.create_ms ?? 0) + (outcome.timings.start_ms ?? 0) } : {}) });
+        }
+        settle(outcome);
+        this.done(handle);
+      }).catch((err: unknown) => this.log.error({ err }, 'could not end a call placed on a runner'));
+    }
+  }
+
+  /** Rounds of attempts until a runner commits to the call, the call's timeout passes, or it is cancelled. */
+  private async place(handle: LbCall, call: Call, body: Buffer): Promise<{ attempt: Extract<Attempt, { kind: 'committed' }>; runner: Runner }> {
+    const t0 = performance.now();
+    const deadline = t0 + call.fn.timeoutS * 1000;
+    const metadata = traceMetadata(call);
+    let attempts = 0;
+    let pause = this.o.retryDelayMs ?? 10;
+    for (;;) {
+      let round = this.o.placer.order(call.fn.fnId, this.runners) as Runner[];
+      // Every runner held down: try them all rather than fail without asking.
+      if (round.length === 0 && this.runners.every((r) => !r.up)) round = [...this.runners];
+      for (const runner of round) {
+        if (handle.cancelled !== undefined) throw handle.cancelled;
+        attempts++;
+        runner.inFlight++;
+        const attempt = await runner.client.engage(call, body, metadata);
+        this.tell((l) => l.onAttempt?.(call.fn.fnId, runner.address, attempt.kind));
+        if (attempt.kind === 'committed') {
+          runner.reached();
+          this.tell((l) => l.onPlaced?.(call.fn.fnId, runner.address, attempts, performance.now() - t0));
+          return { attempt, runner };
+        }
+        runner.inFlight--;
+        if (attempt.kind === 'failed') {
+          runner.failed();
+          this.log.warn({ runner: runner.address, reason: attempt.reason }, 'runner unreachable: held down, its calls go to the others');
+        } else runner.reached();
+        this.o.placer.report(call.fn.fnId, runner, { kind: attempt.kind });
+      }
+      if (performance.now() + pause > deadline) {
+        this.tell((l) => l.onUnplaced?.(call.fn.fnId));
+        throw serverBusy();
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, pause);
+        handle.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      handle.wake = undefined;
+      pause = Math.min(MAX_ROUND_PAUSE_MS, pause * 2);
+    }
+  }
+
+  private tell(fn: (l: PlacementListener) => void): void {
+    for (const l of this.o.listeners ?? []) {
+      try {
+        fn(l);
+      } catch (err) {
+        this.log.error({ err }, 'a placement listener threw; it is skipped (listeners must not throw)');
+      }
+    }
+  }
+
+  private done(handle: LbCall): void {
+    this.calls.delete(handle);
+    if (this.calls.size === 0) this.idle?.();
+  }
+
+  abort(): void {
+    this.closing = true;
+    for (const call of [...this.calls]) call.cancel(shuttingDown());
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    if (this.calls.size > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    for (const r of this.runners) r.client.close();
+  }
+}
+
+/** The caller's W3C trace context, carried in the Engage stream's metadata too. */
+function traceMetadata(call: Call): grpc.Metadata {
+  const md = new grpc.Metadata();
+  const h = call.headers;
+  for (let i = 0; i + 1 < h.length; i += 2) {
+    const name = h[i]!;
+    if (name.length === 11 && name.toLowerCase() === 'traceparent') md.set('traceparent', h[i + 1]!);
+    else if (name.length === 10 && name.toLowerCase() === 'tracestate') md.set('tracestate', h[i + 1]!);
+  }
+  return md;
+}

@@ -1,0 +1,170 @@
+/**
+ * The LB's lookups: apps, fns and triggers read from an API node over Fn's
+ * v2 REST API (FN_RUNNER_API_URL), the same requests Fn's LB makes:
+ *
+ *   GET /v2/fns/{fnID}, GET /v2/apps/{appID}, GET /v2/apps?name={name},
+ *   GET /v2/runner/apps/{appID}/triggerBySource/http/{source}
+ *
+ * Answers are cached for a short time (FNTS_LB_CACHE_MSECS), which bounds
+ * how stale they can be: a fn changed on the API node is called as changed
+ * at most that long later. A 404 is cached as briefly, so a flood of calls
+ * to an unknown fn does not become a flood on the API node. When the API
+ * node cannot be reached, an entry up to a minute old is still used (calls
+ * go on through an API node restart); past that, calls get 503.
+ */
+import { callFn, E, remoteError, ApiError, type App, type Fn, type FnFormat } from '../models/index.js';
+import type { Target, TargetLookup } from '../server/index.js';
+
+export interface RemoteLookupOptions {
+  /** The API node's base URL, e.g. http://api:8080. */
+  readonly apiUrl: string;
+  /** How long an answer is used before it is asked again. */
+  readonly ttlMs: number;
+  /** How long an answer may still be used while the API node cannot be reached. */
+  readonly staleMs?: number;
+  /** Each request's own bound. */
+  readonly timeoutMs?: number;
+}
+
+interface Entry {
+  readonly at: number;
+  readonly value: Promise<Target>;
+  /** Set once the value resolved: hits skip the promise. */
+  ready?: Target;
+}
+
+type Json = Record<string, unknown>;
+
+function str(v: unknown, fallback = ''): string {
+  return typeof v === 'string' ? v : fallback;
+}
+
+function int(v: unknown, fallback: number): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : fallback;
+}
+
+function strings(v: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (v && typeof v === 'object' && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) if (typeof x === 'string') out[k] = x;
+  return out;
+}
+
+/** An app as the API node shows it (Fn's fields; fnts's own where present). */
+function appOf(j: Json): App {
+  return {
+    id: str(j.id),
+    name: str(j.name),
+    config: strings(j.config),
+    annotations: (j.annotations && typeof j.annotations === 'object' ? j.annotations : {}) as App['annotations'],
+    syslog_url: typeof j.syslog_url === 'string' && j.syslog_url !== '' ? j.syslog_url : undefined,
+    shape: undefined,
+    created_at: str(j.created_at),
+    updated_at: str(j.updated_at),
+  };
+}
+
+/** A fn as the API node shows it; Fn's API has no format (its fns are http-stream). */
+function fnOf(j: Json): Fn {
+  return {
+    id: str(j.id),
+    name: str(j.name),
+    app_id: str(j.app_id),
+    image: str(j.image),
+    memory: int(j.memory, 128),
+    timeout: int(j.timeout, 30),
+    idle_timeout: int(j.idle_timeout, 30),
+    format: (str(j.format) || 'http-stream') as FnFormat,
+    config: strings(j.config),
+    annotations: (j.annotations && typeof j.annotations === 'object' ? j.annotations : {}) as Fn['annotations'],
+    shape: undefined,
+    created_at: str(j.created_at),
+    updated_at: str(j.updated_at),
+  };
+}
+
+export class RemoteLookup implements TargetLookup {
+  private readonly base: string;
+  private readonly entries = new Map<string, Entry>();
+  private readonly staleMs: number;
+  private readonly timeoutMs: number;
+
+  constructor(private readonly o: RemoteLookupOptions) {
+    this.base = o.apiUrl.replace(/\/+$/, '');
+    this.staleMs = o.staleMs ?? 60_000;
+    this.timeoutMs = o.timeoutMs ?? 5_000;
+  }
+
+  byFn(fnId: string): Target | Promise<Target> {
+    return this.cached(`f\0${fnId}`, async () => {
+      const fn = fnOf(await this.get(`/v2/fns/${encodeURIComponent(fnId)}`));
+      const app = appOf(await this.get(`/v2/apps/${encodeURIComponent(fn.app_id)}`));
+      return { fn: callFn(app, fn) };
+    });
+  }
+
+  byTrigger(appName: string, source: string): Target | Promise<Target> {
+    return this.cached(`t\0${appName}\0${source}`, async () => {
+      const list = await this.get(`/v2/apps?name=${encodeURIComponent(appName)}`);
+      const item = Array.isArray(list.items) ? (list.items as Json[]).find((a) => a.name === appName) : undefined;
+      if (!item) throw new ApiError(E.AppsNotFound);
+      const app = appOf(item);
+      const path = source.split('/').map(encodeURIComponent).join('/');
+      const trigger = await this.get(`/v2/runner/apps/${encodeURIComponent(app.id)}/triggerBySource/http${path.startsWith('/') ? path : `/${path}`}`);
+      const fn = fnOf(await this.get(`/v2/fns/${encodeURIComponent(str(trigger.fn_id))}`));
+      return { fn: callFn(app, fn), triggerId: str(trigger.id) };
+    });
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+
+  private cached(key: string, load: () => Promise<Target>): Target | Promise<Target> {
+    const now = performance.now();
+    const hit = this.entries.get(key);
+    if (hit && now - hit.at < this.o.ttlMs) return hit.ready ?? hit.value;
+    const value = load().catch((err: unknown) => {
+      // The API node is away: a recent answer still serves, within the stale bound.
+      if (hit?.ready && !(err instanceof ApiError && err.status < 500) && now - hit.at < this.staleMs) return hit.ready;
+      throw err;
+    });
+    const entry: Entry = { at: now, value };
+    this.entries.set(key, entry);
+    value.then(
+      (t) => {
+        entry.ready = t;
+      },
+      (err: unknown) => {
+        // Only "not found" is kept (for the TTL); other failures are asked again next time.
+        if (!(err instanceof ApiError && err.status === 404) && this.entries.get(key) === entry) this.entries.delete(key);
+      },
+    );
+    if (this.entries.size > 100_000) this.sweep(now);
+    return value;
+  }
+
+  private sweep(now: number): void {
+    for (const [k, e] of this.entries) if (now - e.at >= this.o.ttlMs) this.entries.delete(k);
+  }
+
+  private async get(path: string): Promise<Json> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}${path}`, { signal: AbortSignal.timeout(this.timeoutMs), headers: { Accept: 'application/json' } });
+    } catch (err) {
+      throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${this.base}) cannot be reached`, cause: err });
+    }
+    const text = await res.text();
+    let json: Json = {};
+    try {
+      json = JSON.parse(text) as Json;
+    } catch {
+      // reported below when the status says it failed
+    }
+    if (!res.ok) {
+      const message = typeof json.message === 'string' ? json.message : `the API node answered ${res.status}`;
+      throw remoteError(res.status >= 500 ? 503 : res.status, message);
+    }
+    return json;
+  }
+}

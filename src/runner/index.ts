@@ -1,0 +1,18 @@
+/**
+ * runner/ — the pure runner: Fn's gRPC RunnerProtocol in front of the local
+ * agent, and the protocol's messages and translations both sides share.
+ */
+export { RunnerServer } from './runner.js';
+export type { RunnerServerOptions } from './runner.js';
+export { finishedMessage, MAX_FRAME_BYTES, nsToMs, refusalMessage, runnerProtocol, wireCallJson } from './protocol.js';
+export type {
+  CallFinishedMsg,
+  ClientMsg,
+  DataFrameMsg,
+  EngageClientStream,
+  EngageServerStream,
+  RunnerMsg,
+  RunnerProtocolClient,
+  RunnerStatusMsg,
+  TryCallMsg,
+} from './protocol.js';

@@ -1,0 +1,188 @@
+/**
+ * Fn's runner protocol (proto/fn-runner.proto, service `RunnerProtocol`), as
+ * both sides speak it: the messages as TypeScript types, the service loaded
+ * once, and the translations between fnts's Call/CallOutcome and the wire.
+ *
+ * The wire form of a call is Fn's: TryCall.models_call_json is Fn's
+ * models.Call JSON; for a call made through an HTTP trigger the headers are
+ * already decorated (Fn-Http-H-X, Fn-Http-Method, Fn-Http-Request-Url) and
+ * the answer travels as the function gives it (Fn-Http-Status, Fn-Http-H-X),
+ * for the LB to map. So an fnts LB drives Fn's runners and Fn's LB drives
+ * fnts's runners.
+ */
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { triggerRequestHeaders } from '../agent/protocol/trigger.js';
+import { callToJson, type Call, type CallOutcome, type FnCallJson } from '../models/index.js';
+
+export interface TryCallMsg {
+  models_call_json: string;
+  /** Hex of the LB's slot hash (Fn: which hot containers may serve the call); fnts runners compute their own. */
+  slot_hash_id: string;
+  extensions: Record<string, string>;
+}
+
+export interface DataFrameMsg {
+  data: Buffer;
+  eof: boolean;
+}
+
+export interface HttpHeaderMsg {
+  key: string;
+  value: string;
+}
+
+export interface CallResultStartMsg {
+  http?: { status_code: number; headers: HttpHeaderMsg[] };
+  meta?: 'http';
+}
+
+/** Durations are nanoseconds (Go's time.Duration); times are Fn's date-time strings. */
+export interface CallFinishedMsg {
+  success: boolean;
+  /** The call's id. */
+  details: string;
+  errorCode: number;
+  errorStr: string;
+  createdAt: string;
+  startedAt: string;
+  completedAt: string;
+  schedulerDuration: number;
+  executionDuration: number;
+  errorUser: boolean;
+  image: string;
+  imagePullWaitDuration: number;
+  ctrPrepDuration: number;
+  ctrCreateDuration: number;
+  initStartTime: number;
+}
+
+export interface ClientMsg {
+  try?: TryCallMsg;
+  data?: DataFrameMsg;
+  body?: 'try' | 'data';
+}
+
+export interface RunnerMsg {
+  result_start?: CallResultStartMsg;
+  data?: DataFrameMsg;
+  finished?: CallFinishedMsg;
+  body?: 'result_start' | 'data' | 'finished';
+}
+
+export interface RunnerStatusMsg {
+  active: number;
+  failed: boolean;
+  id: string;
+  details: string;
+  errorCode: number;
+  errorStr: string;
+  createdAt: string;
+  startedAt: string;
+  completedAt: string;
+  cached: boolean;
+  requestsReceived: number;
+  requestsHandled: number;
+  kdumpsOnDisk: number;
+  schedulerDuration: number;
+  executionDuration: number;
+  isNetworkDisabled: boolean;
+  customStatus: Record<string, string>;
+  imagePullWaitDuration: number;
+  ctrPrepDuration: number;
+  ctrCreateDuration: number;
+  initStartTime: number;
+}
+
+export type EngageServerStream = grpc.ServerDuplexStream<ClientMsg, RunnerMsg>;
+export type EngageClientStream = grpc.ClientDuplexStream<ClientMsg, RunnerMsg>;
+
+/** The RunnerProtocol client as grpc-js builds it from the proto. */
+export interface RunnerProtocolClient extends grpc.Client {
+  Engage(metadata?: grpc.Metadata, options?: grpc.CallOptions): EngageClientStream;
+  Status(request: Record<string, never>, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<RunnerStatusMsg>): grpc.ClientUnaryCall;
+}
+
+type ClientConstructor = new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => RunnerProtocolClient;
+
+/** The proto ships with fnts (proto/ beside src/ and dist/). */
+const PROTO_PATH = fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url));
+
+let loaded: { service: grpc.ServiceDefinition; Client: ClientConstructor } | undefined;
+
+/** The RunnerProtocol service definition and client class, loaded once. */
+export function runnerProtocol(): { service: grpc.ServiceDefinition; Client: ClientConstructor } {
+  if (!loaded) {
+    const definition = loadSync(PROTO_PATH, { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
+    const pkg = grpc.loadPackageDefinition(definition) as unknown as { RunnerProtocol: ClientConstructor & { service: grpc.ServiceDefinition } };
+    loaded = { service: pkg.RunnerProtocol.service, Client: pkg.RunnerProtocol };
+  }
+  return loaded;
+}
+
+/** A call's body goes in frames of at most this many bytes (well under gRPC's 4 MiB message limit). */
+export const MAX_FRAME_BYTES = 64 * 1024;
+
+const NS_PER_MS = 1_000_000;
+
+/** Fn's models.Call JSON for `call`, in the wire form (a trigger call's headers decorated). */
+export function wireCallJson(call: Call): FnCallJson {
+  const json = callToJson(call);
+  if (call.triggerId !== undefined) {
+    const headers: Record<string, string[]> = {};
+    const h = triggerRequestHeaders(call);
+    for (let i = 0; i + 1 < h.length; i += 2) (headers[h[i]!] ??= []).push(h[i + 1]!);
+    json.headers = headers;
+  }
+  // Fn's runners read these from config (buildConfig); fnts's runners read the fields.
+  json.config = { ...json.config, FN_MEMORY: String(call.fn.memoryMB), FN_TYPE: call.type === 'detached' ? 'detached' : 'sync', FN_FN_ID: call.fn.fnId, FN_APP_ID: call.fn.appId };
+  return json;
+}
+
+/** CallFinished for a call that ended with `outcome`; `success`: the runner produced an answer (whatever its status). */
+export function finishedMessage(outcome: CallOutcome, image: string, success: boolean): CallFinishedMsg {
+  const t = outcome.timings;
+  return {
+    success,
+    details: outcome.id,
+    errorCode: success ? 0 : outcome.httpStatus,
+    errorStr: success ? '' : (outcome.error ?? ''),
+    createdAt: outcome.createdAt,
+    startedAt: outcome.startedAt ?? '',
+    completedAt: outcome.startedAt ? outcome.completedAt : '',
+    schedulerDuration: Math.round(t.wait_ms * NS_PER_MS),
+    executionDuration: Math.round(t.exec_ms * NS_PER_MS),
+    errorUser: !success && outcome.errorUser,
+    image,
+    imagePullWaitDuration: Math.round((t.image_ms ?? 0) * NS_PER_MS),
+    ctrPrepDuration: 0,
+    ctrCreateDuration: Math.round((t.create_ms ?? 0) * NS_PER_MS),
+    initStartTime: Math.round((t.start_ms ?? 0) * NS_PER_MS),
+  };
+}
+
+/** A CallFinished that refuses a call it never started: Fn's NACK, which an LB may place elsewhere. */
+export function refusalMessage(callId: string, status: number, message: string): CallFinishedMsg {
+  return {
+    success: false,
+    details: callId,
+    errorCode: status,
+    errorStr: message,
+    createdAt: new Date().toISOString(),
+    startedAt: '',
+    completedAt: '',
+    schedulerDuration: 0,
+    executionDuration: 0,
+    errorUser: false,
+    image: '',
+    imagePullWaitDuration: 0,
+    ctrPrepDuration: 0,
+    ctrCreateDuration: 0,
+    initStartTime: 0,
+  };
+}
+
+export function nsToMs(ns: number): number {
+  return ns / NS_PER_MS;
+}

@@ -1,0 +1,95 @@
+/**
+ * A whole fnts fleet in one test process, production wiring for each role:
+ * an API node, two pure runners (FN_NODE_TYPE=pure-runner, real containers)
+ * and an LB (FN_NODE_TYPE=lb) in front of them, configured with Fn's
+ * variables. Calls go through the LB as a user's would.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dockerReachable, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+
+const ECHO_FUNC_JS = `const fdk = require('@fnproject/fdk');
+fdk.handle(function (input, ctx) {
+  ctx.responseContentType = 'application/json';
+  if (ctx.httpGateway) {
+    ctx.httpGateway.statusCode = 201;
+    ctx.httpGateway.setResponseHeader('X-Echo', ctx.httpGateway.getHeader('X-Ask') || 'none');
+  }
+  return { input: input, callId: ctx.callID, method: ctx.httpGateway ? ctx.httpGateway.method : null, url: ctx.httpGateway ? ctx.httpGateway.requestURL : null, runner: process.env.FN_FN_ID };
+}, { inputMode: 'string' });
+`;
+
+const docker = await dockerReachable();
+
+describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () => {
+  let api: TestServer;
+  let runners: TestServer[];
+  let lb: TestServer;
+  let hello: string;
+  let echo: string;
+
+  beforeAll(async () => {
+    [hello, echo] = await Promise.all([ensureFunctionImage('hello', HELLO_FUNC_JS), ensureFunctionImage('echo', ECHO_FUNC_JS)]);
+    api = await startTestServer({ FN_NODE_TYPE: 'api' });
+    runners = await Promise.all([0, 1].map(() => startTestServer({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '0' })));
+    lb = await startTestServer({
+      FN_NODE_TYPE: 'lb',
+      FN_RUNNER_API_URL: api.url,
+      FN_RUNNER_ADDRESSES: runners.map((r) => `127.0.0.1:${r.server.grpcPort}`).join(','),
+      FNTS_LB_CACHE_MSECS: '200',
+    });
+  });
+
+  afterAll(async () => {
+    await lb?.close();
+    await Promise.all((runners ?? []).map((r) => r.close()));
+    await api?.close();
+  });
+
+  it('serves /invoke through a runner, with the call id the function saw', async () => {
+    const app = await api.app();
+    const fn = await api.fn(app, hello);
+    const res = await lb.invoke(fn.id, { name: 'fleet' });
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ message: 'Hello fleet' });
+    expect(res.headers.get('fn-call-id')).toMatch(/^[0-9A-Z]{26}$/);
+  });
+
+  it('serves an HTTP trigger: the caller\'s method, URL and headers reach the function, its status and headers come back', async () => {
+    const app = await api.app();
+    const fn = await api.fn(app, echo);
+    await api.post('/v2/triggers', { app_id: app.id, fn_id: fn.id, name: 'echo', type: 'http', source: '/echo/it' });
+    const res = await lb.call(`/t/${app.name}/echo/it?q=1`, { method: 'PUT', body: 'hi there', headers: { 'X-Ask': 'yes', 'content-type': 'text/plain' } });
+    expect(res.status).toBe(201);
+    expect(res.headers.get('x-echo')).toBe('yes');
+    expect(res.json.input).toBe('hi there');
+    expect(res.json.method).toBe('PUT');
+    expect(res.json.url).toMatch(/\/t\/app\d+\/echo\/it\?q=1$/);
+    expect(res.json.callId).toBe(res.headers.get('fn-call-id'));
+  });
+
+  it('answers Fn\'s 404s for what the API node does not have', async () => {
+    const missingFn = await lb.invoke('01ARZ3NDEKTSV4RRFFQ69G5FAV');
+    expect(missingFn.status).toBe(404);
+    expect(missingFn.json).toEqual({ message: 'Fn not found' });
+    const missingApp = await lb.call('/t/no-such-app/x', { method: 'GET' });
+    expect(missingApp.status).toBe(404);
+    expect(missingApp.json).toEqual({ message: 'App not found' });
+  });
+
+  it('spreads load over both runners and keeps every call', async () => {
+    const app = await api.app();
+    const fns = await Promise.all([0, 1, 2, 3].map(() => api.fn(app, hello)));
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => lb.invoke(fns[i % 4].id, { name: String(i) })));
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+    expect(answers.map((a) => a.json.message)).toEqual(answers.map((_, i) => `Hello ${i}`));
+    const used = runners.filter((r) => r.server.agent!.snapshot().containers > 0);
+    expect(used.length).toBe(2);
+  });
+
+  it('serves no management API on the LB or the runners', async () => {
+    expect((await lb.call('/v2/apps', { method: 'GET' })).status).toBe(404);
+    expect((await runners[0]!.call('/v2/apps', { method: 'GET' })).status).toBe(404);
+    expect((await runners[0]!.call('/version', { method: 'GET' })).status).toBe(200);
+  });
+});
