@@ -81,4 +81,28 @@ describe('compileConfig', () => {
     expect(() => compileConfig({ FN_CALL_RETENTION: '10ms' }, dir)).toThrow(/FN_CALL_RETENTION=10ms is not a duration of at least a second/);
     expect(() => compileConfig({ FN_CALL_RETENTION: 'forever' }, dir)).toThrow(/FN_CALL_RETENTION/);
   });
+
+  describe('fleet roles', () => {
+    it('reads an LB\'s API node, runners and placer with Fn\'s variables (wait by default)', () => {
+      const f = compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080/', FN_RUNNER_ADDRESSES: '10.0.0.5:9190, runner-2:9191' }, dir).fleet;
+      expect(f.runnerApiUrl).toBe('http://api:8080');
+      expect(f.runnerAddresses).toEqual(['10.0.0.5:9190', 'runner-2:9191']);
+      expect(f.placer).toBe('wait');
+      expect(compileConfig({ FN_PLACER: 'ch' }, dir).fleet.placer).toBe('ch');
+      expect(compileConfig({ FN_NODE_TYPE: 'pure-runner' }, dir).fleet.grpcPort).toBe(9190);
+    });
+
+    it.each([
+      [{ FN_NODE_TYPE: 'lb', FN_RUNNER_ADDRESSES: 'r:9190' }, 'FN_NODE_TYPE=lb needs FN_RUNNER_API_URL'],
+      [{ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080' }, 'FN_NODE_TYPE=lb needs FN_RUNNER_ADDRESSES'],
+      [{ FN_RUNNER_ADDRESSES: 'r:9190,nope' }, 'FN_RUNNER_ADDRESSES has nope, which is not host:port'],
+      [{ FN_RUNNER_API_URL: 'api:8080' }, 'FN_RUNNER_API_URL=api:8080 is not an http(s) URL'],
+      [{ FN_PLACER: 'random' }, 'FN_PLACER=random is not supported; use one of: naive, ch, wait'],
+      [{ FNTS_GRPC_TLS_CERT: '/etc/hostname' }, 'go together: set all three'],
+      [{ FNTS_GRPC_TLS_CERT: '/no/such/cert.pem' }, 'FNTS_GRPC_TLS_CERT=/no/such/cert.pem cannot be read'],
+      [{ FN_NODE_TYPE: 'poolmanager' }, 'FN_NODE_TYPE=poolmanager is not available in this fnts release'],
+    ])('refuses %o, saying what to do', (env, message) => {
+      expect(() => compileConfig(env, dir)).toThrow(message);
+    });
+  });
 });

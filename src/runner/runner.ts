@@ -41,8 +41,8 @@ export interface RunnerServerOptions {
   readonly maxRequestBytes: number;
   /** TLS for the gRPC port; plaintext when absent. */
   readonly credentials?: grpc.ServerCredentials;
-  /** Told when the runner starts refusing calls because it is draining. */
-  readonly onDrain?: () => void;
+  /** Told of each engagement's result (metrics). Must be cheap and must not throw. */
+  readonly events?: { onEngagement(result: 'handled' | 'refused'): void };
 }
 
 /**
@@ -114,6 +114,18 @@ function send(stream: EngageServerStream, msg: RunnerMsg): Promise<void> | undef
     stream.once('drain', done);
     stream.once('close', done);
   });
+}
+
+/**
+ * The caller's W3C trace context from the stream's metadata (an fnts LB
+ * sends it there) when the call's own headers carry none, so the agent's
+ * spans continue the caller's trace.
+ */
+function withTraceContext(call: Call, metadata: grpc.Metadata): Call {
+  const traceparent = metadata.get('traceparent')[0];
+  if (typeof traceparent !== 'string' || call.headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'traceparent')) return call;
+  const tracestate = metadata.get('tracestate')[0];
+  return { ...call, headers: [...call.headers, 'traceparent', traceparent, ...(typeof tracestate === 'string' ? ['tracestate', tracestate] : [])] };
 }
 
 export class RunnerServer {
@@ -189,7 +201,6 @@ export class RunnerServer {
     if (!this.draining) {
       this.draining = true;
       this.log.info({ active: this.active }, 'draining: new calls are refused, calls in flight finish');
-      this.o.onDrain?.();
     }
     if (this.active > 0) await new Promise<void>((resolve) => (this.idle = resolve));
   }
@@ -231,14 +242,15 @@ export class RunnerServer {
     }
     let call: Call;
     try {
-      call = this.wireCall(json);
+      call = withTraceContext(this.wireCall(json), stream.metadata);
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError(E.InvalidJSON);
       this.finish(stream, refusalMessage('', e.status, e.message));
-      this.handled++;
+      this.counted('handled');
       return;
     }
     if (this.draining) {
+      this.counted('refused');
       this.finish(stream, refusalMessage(call.id, 503, E.CallTimeoutServerBusy.message));
       return;
     }
@@ -250,7 +262,7 @@ export class RunnerServer {
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError(E.ClientCancelled);
       this.finish(stream, refusalMessage(call.id, e.status, e.message));
-      this.handled++;
+      this.counted('handled');
       return;
     }
     const running = this.o.invoker.invoke(call, body.length === 0 ? null : body);
@@ -265,14 +277,15 @@ export class RunnerServer {
         const outcome = await running.outcome;
         if (outcome.startedAt === undefined && outcome.httpStatus === 503) {
           // Never ran: the LB may place it elsewhere.
+          this.counted('refused');
           this.finish(stream, refusalMessage(call.id, 503, err instanceof Error ? err.message : String(err)));
           return;
         }
-        this.handled++;
+        this.counted('handled');
         this.finish(stream, finishedMessage(outcome, call.fn.image, false));
         return;
       }
-      this.handled++;
+      this.counted('handled');
       const answer = call.triggerId !== undefined ? encodeTriggerAnswer(response.status, response.headers) : response;
       const headers = [];
       for (let i = 0; i + 1 < answer.headers.length; i += 2) headers.push({ key: answer.headers[i]!, value: answer.headers[i + 1]! });
@@ -313,6 +326,15 @@ export class RunnerServer {
       }
     } finally {
       if (!body.destroyed) body.destroy();
+    }
+  }
+
+  private counted(result: 'handled' | 'refused'): void {
+    if (result === 'handled') this.handled++;
+    try {
+      this.o.events?.onEngagement(result);
+    } catch (err) {
+      this.log.error({ err }, 'an engagement listener threw; it is skipped');
     }
   }
 

@@ -173,7 +173,7 @@ const ROLES: Record<NodeType, Wiring> = {
     const credentials = tls
       ? grpc.ServerCredentials.createSsl(readFileSync(tls.ca), [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], true)
       : undefined;
-    const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(credentials ? { credentials } : {}) });
+    const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(credentials ? { credentials } : {}), ...(metrics ? { events: metrics } : {}) });
     let grpcPort: number;
     try {
       grpcPort = await runner.listen(config.listenHost, config.fleet.grpcPort);
@@ -190,13 +190,14 @@ const ROLES: Record<NodeType, Wiring> = {
    * by FN_PLACER; apps, fns and triggers come from the API node
    * (FN_RUNNER_API_URL), cached for FNTS_LB_CACHE_MSECS.
    */
-  async lb(config, logger) {
+  async lb(config, logger, _datastore, _changes, _queue, { metrics }) {
     const { fleet } = config;
     const tls = fleet.tls;
     const credentials = tls ? grpc.credentials.createSsl(readFileSync(tls.ca), readFileSync(tls.key), readFileSync(tls.cert)) : undefined;
     if (!tls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
     const runners = fleet.runnerAddresses.map((address) => new RunnerClient(address, credentials ? { credentials } : {}));
-    const invoker = new LbAgent({ runners, placer: createPlacer(fleet.placer), log: logger });
+    const invoker = new LbAgent({ runners, placer: createPlacer(fleet.placer), log: logger, ...(metrics ? { listeners: [metrics] } : {}) });
+    metrics?.watchRunners(() => invoker.view);
     const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs });
     const invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes });
     logger.info({ runners: fleet.runnerAddresses, placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');

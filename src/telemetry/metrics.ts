@@ -90,6 +90,14 @@ export class Metrics implements CallListener, ContainerListener {
   private readonly apiCells = new Map<string, HistogramCell>();
   private readonly mqRetries = this.counter('fnts_mq_retries_total', 'Detached calls put back to run again after a failure of the function', FN);
   private readonly mqDead = this.counter('fnts_mq_dead_letters_total', 'Detached calls dead-lettered after their last attempt', FN);
+  // LBs: where calls were placed, and how hard that was.
+  private readonly lbAttempts = this.counter('fnts_lb_attempts_total', 'Attempts to place a call on a runner, by runner and result (committed, refused: the runner had no capacity or was draining, failed: unreachable)', ['runner', 'result']);
+  private readonly lbPlaced = this.counter('fnts_lb_placed_total', 'Calls placed on each runner', ['runner']);
+  private readonly lbRetries = this.counter('fnts_lb_retries_total', 'Attempts that did not place their call, so it was tried again (on another runner, or after a pause)', ['reason']);
+  private readonly lbUnplaced = this.counter('fnts_lb_unplaced_total', 'Calls no runner took before their timeout (answered 503)', []);
+  private readonly lbPlacement = this.histogram('fnts_lb_placement_duration_seconds', 'Time from a call reaching the LB until a runner committed to it', [], DURATION_BUCKETS);
+  // Pure runners: engagements the LBs opened.
+  private readonly runnerEngagements = this.counter('fnts_runner_engagements_total', 'Calls LBs sent to this runner, by result (handled, or refused: no capacity, or draining)', ['result']);
 
   constructor(private readonly o: MetricsOptions) {
     collectDefaultMetrics({ register: this.registry });
@@ -249,6 +257,41 @@ export class Metrics implements CallListener, ContainerListener {
 
   onDead(call: Call): void {
     this.mqDead.cell(call.fn.appId, call.fn.fnId).value++;
+  }
+
+  // ---- an LB's placements (PlacementListener)
+
+  onAttempt(_fnId: string, runner: string, result: 'committed' | 'refused' | 'failed'): void {
+    this.lbAttempts.cell(runner, result).value++;
+    if (result !== 'committed') this.lbRetries.cell(result).value++;
+  }
+
+  onPlaced(_fnId: string, runner: string, _attempts: number, placeMs: number): void {
+    this.lbPlaced.cell(runner).value++;
+    this.lbPlacement.observe(this.lbPlacement.cell(), placeMs / 1000);
+  }
+
+  onUnplaced(): void {
+    this.lbUnplaced.cell().value++;
+  }
+
+  /** Each runner an LB places on: 1 while it is up, 0 while it is held down after failing. */
+  watchRunners(runners: () => ReadonlyArray<{ readonly address: string; readonly up: boolean }>): void {
+    new Gauge({
+      name: 'fnts_lb_runner_up',
+      help: 'Whether the LB places calls on the runner (0 while it is held down after it could not be reached)',
+      labelNames: ['runner'],
+      registers: [this.registry],
+      collect() {
+        for (const r of runners()) this.set({ runner: r.address }, r.up ? 1 : 0);
+      },
+    });
+  }
+
+  // ---- a pure runner's engagements
+
+  onEngagement(result: 'handled' | 'refused'): void {
+    this.runnerEngagements.cell(result).value++;
   }
 
   // ---- the API

@@ -87,6 +87,19 @@ describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () 
     expect(used.length).toBe(2);
   });
 
+  it('counts placements on the LB and engagements on the runners at /metrics', async () => {
+    const lbText = (await lb.call('/metrics', { method: 'GET' })).text;
+    for (const r of runners) {
+      const address = `127.0.0.1:${r.server.grpcPort}`;
+      expect(lbText).toMatch(new RegExp(`fnts_lb_placed_total\\{runner="${address}"\\} [1-9]`));
+      expect(lbText).toContain(`fnts_lb_runner_up{runner="${address}"} 1`);
+      const runnerText = (await r.call('/metrics', { method: 'GET' })).text;
+      expect(runnerText).toMatch(/fnts_runner_engagements_total\{result="handled"\} [1-9]/);
+      expect(runnerText).toMatch(/fn_completed\{app_id="\w+",fn_id="\w+"\} [1-9]/);
+    }
+    expect(lbText).toMatch(/fnts_lb_placement_duration_seconds_count [1-9]/);
+  });
+
   it('serves no management API on the LB or the runners', async () => {
     expect((await lb.call('/v2/apps', { method: 'GET' })).status).toBe(404);
     expect((await runners[0]!.call('/v2/apps', { method: 'GET' })).status).toBe(404);
