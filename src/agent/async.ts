@@ -35,7 +35,8 @@ export function retryDelayMs(attempt: number, random: () => number = Math.random
 export interface AsyncWorkersOptions {
   readonly invoker: Invoker;
   readonly queue: Queue;
-  readonly resources: ResourceTracker;
+  /** Leasing waits while this says the async area is full (an LB, with no tracker of its own, never waits). */
+  readonly resources: Pick<ResourceTracker, 'waitAsyncCapacity'>;
   readonly log: Logger;
   /**
    * Stores a record of the call: queued between attempts, and the last

@@ -21,7 +21,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
-import { MAX_FRAME_BYTES, runnerProtocol, wireCallJson, type CallFinishedMsg, type EngageClientStream, type RunnerMsg, type RunnerProtocolClient, type RunnerStatusMsg } from '../runner/index.js';
+import { LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, runnerProtocol, wireCallJson, type CallFinishedMsg, type EngageClientStream, type RunnerMsg, type RunnerProtocolClient, type RunnerStatusMsg } from '../runner/index.js';
 
 export type Attempt =
   | { readonly kind: 'refused'; readonly reason: string }
@@ -32,6 +32,8 @@ export type Attempt =
       readonly response: Promise<CallResponse>;
       /** The runner's CallFinished, once the call is over; undefined if the stream ended without one. Never rejects. */
       readonly finished: Promise<CallFinishedMsg | undefined>;
+      /** The call's log, when asked for (engage's `wantLog`) and the runner sends it (fnts runners do); '' otherwise. Never rejects. */
+      readonly log: Promise<string>;
       /** Gives up on the call: the runner is told (the stream is cancelled). */
       cancel(): void;
     };
@@ -49,8 +51,8 @@ function neverArrived(err: grpc.ServiceError): boolean {
 }
 
 /** The TryCall and the body, the body in frames (an empty body is one empty frame with eof). */
-function writeRequest(stream: EngageClientStream, call: Call, body: Buffer): void {
-  stream.write({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions: {} } });
+function writeRequest(stream: EngageClientStream, call: Call, body: Buffer, wantLog: boolean): void {
+  stream.write({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions: wantLog ? { [LOG_EXTENSION]: '1' } : {} } });
   if (body.length <= MAX_FRAME_BYTES) {
     stream.write({ data: { data: body, eof: true } });
   } else {
@@ -79,6 +81,8 @@ export class RunnerClient {
       'grpc.initial_reconnect_backoff_ms': 100,
       'grpc.max_reconnect_backoff_ms': 5_000,
       'grpc.max_receive_message_length': 8 * 1024 * 1024,
+      // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, 1 MiB by default).
+      'grpc.max_metadata_size': 4 * 1024 * 1024,
     });
     this.graceMs = options.graceMs ?? 10_000;
   }
@@ -88,8 +92,8 @@ export class RunnerClient {
     return this.client.getChannel().getConnectivityState(false) !== grpc.connectivityState.TRANSIENT_FAILURE;
   }
 
-  /** Tries to run `call` on this runner (see Attempt). Never rejects. */
-  engage(call: Call, body: Buffer, metadata: grpc.Metadata = new grpc.Metadata()): Promise<Attempt> {
+  /** Tries to run `call` on this runner (see Attempt); `wantLog`: ask for the call's log. Never rejects. */
+  engage(call: Call, body: Buffer, metadata: grpc.Metadata = new grpc.Metadata(), wantLog = false): Promise<Attempt> {
     const stream = this.client.Engage(metadata, { deadline: Date.now() + call.fn.timeoutS * 1000 + this.graceMs });
     return new Promise<Attempt>((resolve) => {
       let accepted = false;
@@ -100,13 +104,19 @@ export class RunnerClient {
       let failResponse: ((err: unknown) => void) | undefined;
       let settleFinished: (f: CallFinishedMsg | undefined) => void = () => undefined;
       const finished = new Promise<CallFinishedMsg | undefined>((r) => (settleFinished = r));
+      let settleLog: (log: string) => void = () => undefined;
+      const log = new Promise<string>((r) => (settleLog = r));
+      stream.on('status', (status: grpc.StatusObject) => {
+        const bytes = status.metadata.get(LOG_TRAILER)[0];
+        settleLog(Buffer.isBuffer(bytes) ? bytes.toString() : '');
+      });
 
       const commit = (): void => {
         if (decided) return;
         decided = true;
         const response = new Promise<CallResponse>((res, rej) => ((settleResponse = res), (failResponse = rej)));
         response.catch(() => undefined);
-        resolve({ kind: 'committed', response, finished, cancel: () => stream.cancel() });
+        resolve({ kind: 'committed', response, finished, log, cancel: () => stream.cancel() });
       };
       const answer = (): void => {
         if (!resultStart || !settleResponse) return;
@@ -178,6 +188,7 @@ export class RunnerClient {
           bodyOut?.destroy(lost);
         }
         settleFinished(undefined);
+        settleLog('');
       });
       stream.on('end', () => {
         if (ended) return;
@@ -188,7 +199,7 @@ export class RunnerClient {
         else failResponse?.(remoteError(502, `runner ${this.address} ended the call without an answer`));
         settleFinished(undefined);
       });
-      writeRequest(stream, call, body);
+      writeRequest(stream, call, body, wantLog);
     });
   }
 

@@ -7,6 +7,7 @@ export type { Attempt, RunnerClientOptions } from './client.js';
 export { LbAgent } from './lb-agent.js';
 export type { LbAgentOptions, PlacementListener } from './lb-agent.js';
 export { RemoteLookup } from './lookup.js';
+export { RemoteCallStore } from './records.js';
 export type { RemoteLookupOptions } from './lookup.js';
 export { PLACER_NAMES } from './placer.js';
 export type { AttemptReport, Placer, PlacerName, RunnerView } from './placer.js';

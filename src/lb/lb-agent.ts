@@ -18,7 +18,7 @@
 import type { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { CallBody, CallResponse, Invoker, RunningCall } from '../agent/index.js';
+import type { CallBody, CallListener, CallResponse, Invoker, RunningCall } from '../agent/index.js';
 import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg } from '../runner/index.js';
 import type { Attempt, RunnerClient } from './client.js';
@@ -42,6 +42,13 @@ export interface LbAgentOptions {
   readonly placer: Placer;
   readonly log: Logger;
   readonly listeners?: readonly PlacementListener[];
+  /**
+   * Told when each call ends and when its log arrives (call records). The
+   * CallListener rules hold; onCallStart and onCallExec are not told (the
+   * runner's own metrics count those). With a listener of logs, the LB asks
+   * runners for each call's log.
+   */
+  readonly callListeners?: readonly CallListener[];
   /** The first pause after a round where every runner refused (doubles up to 200 ms). */
   readonly retryDelayMs?: number;
 }
@@ -120,7 +127,7 @@ function outcomeOf(call: Call, status: number, finished: CallFinishedMsg | undef
 class LbCall implements RunningCall {
   response!: Promise<CallResponse>;
   outcome!: Promise<CallOutcome>;
-  readonly log = Promise.resolve('');
+  log: Promise<string> = Promise.resolve('');
   /** Set once committed: cancels on the runner. */
   onCancel: (() => void) | undefined;
   cancelled: unknown;
@@ -139,11 +146,13 @@ export class LbAgent implements Invoker {
   private readonly log: Logger;
   private readonly calls = new Set<LbCall>();
   private closing = false;
+  private readonly wantLog: boolean;
   private idle: (() => void) | undefined;
 
   constructor(private readonly o: LbAgentOptions) {
     this.runners = o.runners.map((c) => new Runner(c));
     this.log = o.log.child({ module: 'lb' });
+    this.wantLog = (o.callListeners ?? []).some((l) => l.onCallLog !== undefined);
   }
 
   /** The runners as the placers see them (address, up, calls in flight from this LB). */
@@ -182,6 +191,10 @@ export class LbAgent implements Invoker {
     }
     const attempt = committed;
     const on = runner;
+    handle.log = attempt.log;
+    if (this.wantLog) {
+      attempt.log.then((log) => this.tellCalls('onCallLog', (l) => l.onCallLog?.(call, log))).catch(() => undefined);
+    }
     handle.onCancel = () => attempt.cancel();
     if (handle.cancelled !== undefined) attempt.cancel();
     let status = 0;
@@ -202,6 +215,7 @@ export class LbAgent implements Invoker {
           this.o.placer.report(call.fn.fnId, on, { kind: 'ran', waitMs: outcome.timings.wait_ms, ...(f.initStartTime > 0 ? { startMs: (outcome.timings.image_ms ?? 0) + (outcome.timings.create_ms ?? 0) + (outcome.timings.start_ms ?? 0) } : {}) });
         }
         settle(outcome);
+        this.tellCalls('onCallEnd', (l) => l.onCallEnd?.(call, outcome));
         this.done(handle);
       }).catch((err: unknown) => this.log.error({ err }, 'could not end a call placed on a runner'));
     }
@@ -222,7 +236,7 @@ export class LbAgent implements Invoker {
         if (handle.cancelled !== undefined) throw handle.cancelled;
         attempts++;
         runner.inFlight++;
-        const attempt = await runner.client.engage(call, body, metadata);
+        const attempt = await runner.client.engage(call, body, metadata, this.wantLog);
         this.tell((l) => l.onAttempt?.(call.fn.fnId, runner.address, attempt.kind));
         if (attempt.kind === 'committed') {
           runner.reached();
@@ -249,6 +263,16 @@ export class LbAgent implements Invoker {
       });
       handle.wake = undefined;
       pause = Math.min(MAX_ROUND_PAUSE_MS, pause * 2);
+    }
+  }
+
+  private tellCalls(what: string, fn: (l: CallListener) => void): void {
+    for (const l of this.o.callListeners ?? []) {
+      try {
+        fn(l);
+      } catch (err) {
+        this.log.error({ err }, `a call listener's ${what} threw; it is skipped (listeners must not throw)`);
+      }
     }
   }
 

@@ -4,7 +4,7 @@
  */
 export { RunnerServer } from './runner.js';
 export type { RunnerServerOptions } from './runner.js';
-export { finishedMessage, MAX_FRAME_BYTES, nsToMs, refusalMessage, runnerProtocol, wireCallJson } from './protocol.js';
+export { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, nsToMs, refusalMessage, runnerProtocol, wireCallJson } from './protocol.js';
 export type {
   CallFinishedMsg,
   ClientMsg,

@@ -121,6 +121,15 @@ export function runnerProtocol(): { service: grpc.ServiceDefinition; Client: Cli
   return loaded;
 }
 
+/**
+ * fnts's extension of the protocol: an LB that keeps call records asks for
+ * the call's log (TryCall.extensions[LOG_EXTENSION] = '1'), and an fnts
+ * runner sends it in the stream's trailers (LOG_TRAILER, the raw bytes).
+ * Fn's runners ignore the extension; their calls have no log at the LB.
+ */
+export const LOG_EXTENSION = 'fnts-log';
+export const LOG_TRAILER = 'fnts-log-bin';
+
 /** A call's body goes in frames of at most this many bytes (well under gRPC's 4 MiB message limit). */
 export const MAX_FRAME_BYTES = 64 * 1024;
 

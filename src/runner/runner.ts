@@ -24,6 +24,8 @@ import { encodeTriggerAnswer, undecorateTrigger } from '../agent/protocol/trigge
 import { ApiError, callFromJson, E, type Call } from '../models/index.js';
 import {
   finishedMessage,
+  LOG_EXTENSION,
+  LOG_TRAILER,
   MAX_FRAME_BYTES,
   refusalMessage,
   runnerProtocol,
@@ -31,6 +33,7 @@ import {
   type EngageServerStream,
   type RunnerMsg,
   type RunnerStatusMsg,
+  type TryCallMsg,
 } from './protocol.js';
 
 export interface RunnerServerOptions {
@@ -51,12 +54,12 @@ export interface RunnerServerOptions {
  * missed between them. Both promises are handled at once (the body's may
  * never be awaited, when the call is refused).
  */
-function inbound(stream: EngageServerStream, limit: number): { readonly json: Promise<string>; readonly body: Promise<Buffer> } {
-  let gotTry: (json: string) => void;
+function inbound(stream: EngageServerStream, limit: number): { readonly json: Promise<TryCallMsg>; readonly body: Promise<Buffer> } {
+  let gotTry: (msg: TryCallMsg) => void;
   let noTry: (err: unknown) => void;
   let gotBody: (body: Buffer) => void;
   let noBody: (err: unknown) => void;
-  const json = new Promise<string>((resolve, reject) => ((gotTry = resolve), (noTry = reject)));
+  const json = new Promise<TryCallMsg>((resolve, reject) => ((gotTry = resolve), (noTry = reject)));
   const body = new Promise<Buffer>((resolve, reject) => ((gotBody = resolve), (noBody = reject)));
   json.catch(() => undefined);
   body.catch(() => undefined);
@@ -71,7 +74,7 @@ function inbound(stream: EngageServerStream, limit: number): { readonly json: Pr
   const onData = (msg: ClientMsg): void => {
     if (!tried) {
       tried = true;
-      if (msg.try) gotTry(msg.try.models_call_json);
+      if (msg.try) gotTry(msg.try);
       else {
         cleanup();
         noTry(new ApiError(E.InvalidJSON, { message: 'Invalid call: the first message of an engagement must be a TryCall' }));
@@ -232,9 +235,9 @@ export class RunnerServer {
 
   private async serve(stream: EngageServerStream): Promise<void> {
     const request = inbound(stream, this.o.maxRequestBytes);
-    let json: string;
+    let tried: TryCallMsg;
     try {
-      json = await request.json;
+      tried = await request.json;
     } catch (err) {
       // No TryCall: nothing to answer with a CallFinished.
       stream.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: err instanceof Error ? err.message : String(err) });
@@ -242,7 +245,7 @@ export class RunnerServer {
     }
     let call: Call;
     try {
-      call = withTraceContext(this.wireCall(json), stream.metadata);
+      call = withTraceContext(this.wireCall(tried.models_call_json), stream.metadata);
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError(E.InvalidJSON);
       this.finish(stream, refusalMessage('', e.status, e.message));
@@ -282,7 +285,7 @@ export class RunnerServer {
           return;
         }
         this.counted('handled');
-        this.finish(stream, finishedMessage(outcome, call.fn.image, false));
+        this.finish(stream, finishedMessage(outcome, call.fn.image, false), tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);
         return;
       }
       this.counted('handled');
@@ -291,7 +294,7 @@ export class RunnerServer {
       for (let i = 0; i + 1 < answer.headers.length; i += 2) headers.push({ key: answer.headers[i]!, value: answer.headers[i + 1]! });
       await send(stream, { result_start: { http: { status_code: answer.status, headers } } });
       await this.sendBody(stream, response.body);
-      this.finish(stream, finishedMessage(await running.outcome, call.fn.image, true));
+      this.finish(stream, finishedMessage(await running.outcome, call.fn.image, true), tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);
     } finally {
       stream.off('cancelled', onCancel);
     }
@@ -338,9 +341,25 @@ export class RunnerServer {
     }
   }
 
-  private finish(stream: EngageServerStream, finished: RunnerMsg['finished']): void {
+  /**
+   * Sends CallFinished and ends the stream; with `log` (an fnts LB asked for
+   * it in TryCall.extensions), the call's log goes in the trailers once the
+   * container has moved on. The LB's caller has its answer already.
+   */
+  private finish(stream: EngageServerStream, finished: RunnerMsg['finished'], log?: Promise<string>): void {
     if (stream.destroyed || stream.writableEnded) return;
     stream.write({ finished });
-    stream.end();
+    if (!log) {
+      stream.end();
+      return;
+    }
+    log.then(
+      (text) => {
+        const trailers = new grpc.Metadata();
+        if (text !== '') trailers.set(LOG_TRAILER, Buffer.from(text));
+        if (!stream.destroyed && !stream.writableEnded) stream.end(trailers);
+      },
+      () => stream.end(),
+    );
   }
 }

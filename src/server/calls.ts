@@ -6,9 +6,13 @@
  *   GET /v2/fns/{fnID}/calls/{callID}
  *   GET /v2/fns/{fnID}/calls/{callID}/log     JSON {call_id, log}, or the raw log for Accept: text/plain
  *   POST /v2/fns/{fnID}/calls/{callID}/retry  (fnts) runs a dead detached call again: 202 and its record, queued
+ *   POST /v2/runner/calls                     (fnts) LBs hand in the records and logs of the calls they placed:
+ *                                             {"records": [Call...], "logs": [{callId, fnId, appId, created, log}]}
+ *                                             (as Fn 2018's /v1/runner/finish, a node-to-node endpoint: keep the
+ *                                             API port on the fleet's private network)
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { CallStore, Datastore } from '../datastore/index.js';
+import type { CallLogEntry, CallStore, Datastore } from '../datastore/index.js';
 import { ApiError, E, type CallRecord, type ErrorDef } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
 import { pageParams, queryString, resource } from './routing.js';
@@ -46,8 +50,51 @@ function logFormat(req: FastifyRequest): 'json' | 'text' | undefined {
   return undefined;
 }
 
+/** The most an LB puts in one batch of records and logs (one log bigger than this goes alone). */
+export const RECORD_BATCH_BYTES = 8 * 1024 * 1024;
+
+const STATUSES = new Set(['queued', 'running', 'success', 'error', 'timeout', 'cancelled']);
+
+function isText(v: unknown): v is string {
+  return typeof v === 'string' && v.length > 0 && v.length <= 255;
+}
+
+/** A batch from an LB, checked field by field: 400 naming the first bad item. */
+function recordBatch(body: unknown): { records: CallRecord[]; logs: CallLogEntry[] } {
+  const bad = (what: string): ApiError => new ApiError(E.InvalidJSON, { message: `Invalid call records: ${what}` });
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.isBuffer(body) ? body.toString() : '');
+  } catch {
+    throw bad('not JSON');
+  }
+  const b = parsed as { records?: unknown; logs?: unknown } | null;
+  if (typeof b !== 'object' || b === null) throw bad('not an object');
+  const records = b.records ?? [];
+  const logs = b.logs ?? [];
+  if (!Array.isArray(records) || !Array.isArray(logs)) throw bad('records and logs must be lists');
+  records.forEach((r: Partial<CallRecord> | null, i) => {
+    if (typeof r !== 'object' || r === null || !isText(r.id) || !isText(r.fn_id) || !isText(r.app_id) || !STATUSES.has(r.status ?? '') || typeof r.created_at !== 'string') {
+      throw bad(`records[${i}] needs id, fn_id, app_id, status and created_at`);
+    }
+  });
+  logs.forEach((l: Partial<CallLogEntry> | null, i) => {
+    if (typeof l !== 'object' || l === null || !isText(l.callId) || !isText(l.fnId) || !isText(l.appId) || typeof l.created !== 'number' || typeof l.log !== 'string') {
+      throw bad(`logs[${i}] needs callId, fnId, appId, created and log`);
+    }
+  });
+  return { records: records as CallRecord[], logs: logs as CallLogEntry[] };
+}
+
 export function registerCallsApi(app: FastifyInstance, deps: CallsApiDeps): void {
   const { datastore, calls } = deps;
+
+  // Batches carry logs (each up to FN_MAX_LOG_SIZE_BYTES): LBs send at most RECORD_BATCH_BYTES each.
+  app.post('/v2/runner/calls', { bodyLimit: 2 * RECORD_BATCH_BYTES }, async (req, reply) => {
+    const { records, logs } = recordBatch(req.body);
+    await calls.insert(records, logs);
+    return reply.code(204).send();
+  });
 
   resource(app, '/v2/fns/:fnID/calls', {
     GET: async (req) => {

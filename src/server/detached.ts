@@ -21,7 +21,7 @@ export function maxAttemptsOf(annotations: Readonly<Record<string, unknown>>): n
 export class QueueIntake implements DetachedIntake {
   constructor(
     private readonly queue: Queue,
-    private readonly calls: CallStore | undefined,
+    private readonly calls: Pick<CallStore, 'insert'> | undefined,
     private readonly workers: AsyncWorkers | undefined,
     private readonly log: Logger,
   ) {}

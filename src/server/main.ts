@@ -22,7 +22,7 @@ import { buildServer, VERSION } from './server.js';
 import { Metrics, startTracing, type HealthCheck, type Tracing } from '../telemetry/index.js';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
-import { createPlacer, LbAgent, RemoteLookup, RunnerClient } from '../lb/index.js';
+import { createPlacer, LbAgent, RemoteCallStore, RemoteLookup, RunnerClient } from '../lb/index.js';
 import { RunnerServer } from '../runner/index.js';
 
 export interface RunningServer {
@@ -157,8 +157,10 @@ const ROLES: Record<NodeType, Wiring> = {
     // Calls need the engine: without it this node is up (the API works) but not ready for calls.
     return { invoke, invoker: agent, agent, syslog, workers, checks: [engineCheck(agent.driver)], ...(recorder ? { recorder } : {}) };
   },
-  async api() {
-    return {};
+  async api(config, logger, datastore) {
+    // No calls run here, but LBs hand their records in: removed past their retention here.
+    if (!config.callRecords) return {};
+    return { recorder: new CallRecorder({ store: datastore.calls, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn }) };
   },
   /**
    * The agent behind Fn's gRPC RunnerProtocol. Its resources never block: a
@@ -190,18 +192,48 @@ const ROLES: Record<NodeType, Wiring> = {
    * by FN_PLACER; apps, fns and triggers come from the API node
    * (FN_RUNNER_API_URL), cached for FNTS_LB_CACHE_MSECS.
    */
-  async lb(config, logger, _datastore, _changes, _queue, { metrics }) {
+  async lb(config, logger, _datastore, _changes, queue, { metrics }) {
     const { fleet } = config;
     const tls = fleet.tls;
     const credentials = tls ? grpc.credentials.createSsl(readFileSync(tls.ca), readFileSync(tls.key), readFileSync(tls.cert)) : undefined;
     if (!tls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
     const runners = fleet.runnerAddresses.map((address) => new RunnerClient(address, credentials ? { credentials } : {}));
-    const invoker = new LbAgent({ runners, placer: createPlacer(fleet.placer), log: logger, ...(metrics ? { listeners: [metrics] } : {}) });
+    // Records and logs of the calls placed here go to the API node, batched as a full node's.
+    const store = new RemoteCallStore(fleet.runnerApiUrl!);
+    const recorder = config.callRecords ? new CallRecorder({ store, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn }) : undefined;
+    const invoker = new LbAgent({
+      runners,
+      placer: createPlacer(fleet.placer),
+      log: logger,
+      ...(metrics ? { listeners: [metrics] } : {}),
+      ...(recorder ? { callListeners: [recorder] } : {}),
+    });
     metrics?.watchRunners(() => invoker.view);
     const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs });
-    const invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes });
+    // Detached calls need a queue every LB shares (FN_MQ_URL): the LBs' dispatchers place them like any call.
+    let workers: AsyncWorkers | undefined;
+    let detached: QueueIntake | undefined;
+    if (config.mqUrl) {
+      workers = new AsyncWorkers({
+        invoker,
+        queue,
+        // Runners refuse what they have no room for; the dispatcher tries again a moment later.
+        resources: { waitAsyncCapacity: async () => undefined },
+        log: logger.child({ module: 'async' }),
+        record: async (r) => {
+          if (recorder) await store.insert([r]);
+        },
+        instance: selfInstance(),
+        ...(metrics ? { events: metrics } : {}),
+      });
+      workers.start();
+      detached = new QueueIntake(queue, recorder ? store : undefined, workers, logger.child({ module: 'async' }));
+    } else {
+      logger.warn('no FN_MQ_URL: detached calls (Fn-Invoke-Type: detached) run as synchronous calls on this LB; set FN_MQ_URL=redis://... (shared by the LBs and the API node) to queue them');
+    }
+    const invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes, ...(detached ? { detached } : {}) });
     logger.info({ runners: fleet.runnerAddresses, placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
-    return { invoke, invoker };
+    return { invoke, invoker, ...(recorder ? { recorder } : {}), ...(workers ? { workers } : {}) };
   },
 };
 

@@ -22,7 +22,8 @@ const MAX_PENDING = 100_000;
 const DROP_REPORT_MS = 10_000;
 
 export interface CallRecorderOptions {
-  readonly store: CallStore;
+  /** Where records go: this node's store, or (on an LB) the API node's. */
+  readonly store: Pick<CallStore, 'insertSerialized' | 'prune'>;
   readonly log: Logger;
   /** Records older than this are removed. */
   readonly retentionMs: number;

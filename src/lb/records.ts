@@ -1,0 +1,60 @@
+/**
+ * Where an LB's call records and logs go: the API node's store, through
+ * POST /v2/runner/calls (server/calls.ts). The LB's CallRecorder batches
+ * them as a full node's does; this sends each batch, split so that no
+ * request is larger than RECORD_BATCH_BYTES. Records past their retention
+ * are removed by the API node itself.
+ */
+import type { CallLogEntry, CallStore } from '../datastore/index.js';
+import type { CallRecord } from '../models/index.js';
+import { RECORD_BATCH_BYTES } from '../server/calls.js';
+
+export class RemoteCallStore implements Pick<CallStore, 'insert' | 'insertSerialized' | 'prune'> {
+  private readonly url: string;
+
+  constructor(
+    apiUrl: string,
+    private readonly timeoutMs = 30_000,
+  ) {
+    this.url = `${apiUrl.replace(/\/+$/, '')}/v2/runner/calls`;
+  }
+
+  insert(records: readonly CallRecord[], logs: readonly CallLogEntry[] = []): Promise<void> {
+    return this.insertSerialized(
+      records.map((r) => JSON.stringify(r)),
+      logs,
+    );
+  }
+
+  async insertSerialized(records: readonly string[], logs: readonly CallLogEntry[] = []): Promise<void> {
+    let batch: string[] = [];
+    let bytes = 0;
+    let batchLogs: string[] = [];
+    const send = async (): Promise<void> => {
+      if (batch.length === 0 && batchLogs.length === 0) return;
+      const body = `{"records":[${batch.join(',')}],"logs":[${batchLogs.join(',')}]}`;
+      batch = [];
+      batchLogs = [];
+      bytes = 0;
+      const res = await fetch(this.url, { method: 'POST', body, headers: { 'Content-Type': 'application/json' }, signal: AbortSignal.timeout(this.timeoutMs) });
+      if (!res.ok) throw new Error(`the API node refused call records: ${res.status} ${await res.text()}`);
+    };
+    for (const r of records) {
+      if (bytes + r.length > RECORD_BATCH_BYTES) await send();
+      batch.push(r);
+      bytes += r.length;
+    }
+    for (const l of logs) {
+      const json = JSON.stringify(l);
+      if (bytes + json.length > RECORD_BATCH_BYTES) await send();
+      batchLogs.push(json);
+      bytes += json.length;
+    }
+    await send();
+  }
+
+  /** The API node prunes its own store. */
+  async prune(): Promise<number> {
+    return 0;
+  }
+}
