@@ -16,6 +16,7 @@
  */
 import type { Readable } from 'node:stream';
 import { ApiError, E, FunctionError } from '../models/index.js';
+import { FdkReportedError } from './protocol/http-stream.js';
 import type { CallCancel } from './cancel.js';
 import type { HotContainer } from './hot.js';
 import type { SlotPool } from './pool.js';
@@ -234,8 +235,9 @@ class HotCall {
     container.endCall();
     this.trace.executed();
     this.pool.queue.exit('run', performance.now() - this.runStart);
-    // A body refused for its size never reached the function: the container is fine.
-    if (err !== undefined && !ApiError.is(err, E.RequestContentTooBig)) {
+    // A body refused for its size never reached the function, and a failure
+    // the FDK reported came in a complete answer: the container is fine.
+    if (err !== undefined && !ApiError.is(err, E.RequestContentTooBig) && !(err instanceof FdkReportedError)) {
       const timedOut = ApiError.is(err, E.CallTimeout);
       void container.retire(timedOut ? 'timed-out' : 'failed', `call failed: ${err instanceof Error ? err.message : String(err)}`);
     } else {

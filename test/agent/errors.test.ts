@@ -50,6 +50,18 @@ describe('when calls cannot be served as asked', () => {
     expect(next.status).toBe(200);
   });
 
+  it('answers 502 function failed when the function throws (the FDK says 502), as Fn does, and keeps the container', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, probe);
+    const warm = await s.invoke(fn.id, {});
+    const failed = await s.invoke(fn.id, { throw: 'boom' });
+    expect(failed.status).toBe(502);
+    expect(failed.json).toEqual({ message: 'function failed' });
+    const next = await s.invoke(fn.id, {});
+    expect(next.status).toBe(200);
+    expect(next.json.hostname).toBe(warm.json.hostname);
+  });
+
   it('answers 504 when the FDK never becomes ready, and leaves no container behind', async () => {
     const app = await s.app();
     const fn = await s.fn(app, probe, { config: { MODE: 'never-ready' } });

@@ -47,6 +47,7 @@ function serve() {
     if (cmd.lines) { let text = ''; for (let i = 0; i < cmd.lines; i++) text += 'line ' + i + '\\n'; process.stderr.write(text); }
     if (cmd.sleep) await new Promise((r) => setTimeout(r, cmd.sleep));
     if (cmd.exit !== undefined) process.exit(cmd.exit);
+    if (cmd.throw) throw new Error(cmd.throw);
     if (cmd.alloc) { const keep = []; for (let i = 0; i < cmd.alloc; i++) keep.push(Buffer.alloc(1 << 20, 1)); }
     if (cmd.bytes) return fdk.rawResult(Buffer.alloc(cmd.bytes, 'x'));
     const gw = ctx.httpGateway;
