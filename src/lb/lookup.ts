@@ -3,7 +3,8 @@
  * v2 REST API (FN_RUNNER_API_URL), the same requests Fn's LB makes:
  *
  *   GET /v2/fns/{fnID}, GET /v2/apps/{appID}, GET /v2/apps?name={name},
- *   GET /v2/runner/apps/{appID}/triggerBySource/http/{source}
+ *   GET /v2/runner/apps/{appID}/triggerBySource/http/{source} (the source with
+ *   its leading slash: .../http//hello for /hello)
  *
  * Answers are cached for a short time (FNTS_LB_CACHE_MSECS), which bounds
  * how stale they can be: a fn changed on the API node is called as changed
@@ -108,8 +109,9 @@ export class RemoteLookup implements TargetLookup {
       const item = Array.isArray(list.items) ? (list.items as Json[]).find((a) => a.name === appName) : undefined;
       if (!item) throw new ApiError(E.AppsNotFound);
       const app = appOf(item);
-      const path = source.split('/').map(encodeURIComponent).join('/');
-      const trigger = await this.get(`/v2/runner/apps/${encodeURIComponent(app.id)}/triggerBySource/http${path.startsWith('/') ? path : `/${path}`}`);
+      // Fn's form: the source, its leading slash kept, after `http/` (Fn's API looks up the rest of the path as it is).
+      const path = (source.startsWith('/') ? source : `/${source}`).split('/').map(encodeURIComponent).join('/');
+      const trigger = await this.get(`/v2/runner/apps/${encodeURIComponent(app.id)}/triggerBySource/http/${path}`);
       const fn = fnOf(await this.get(`/v2/fns/${encodeURIComponent(str(trigger.fn_id))}`));
       return { fn: callFn(app, fn), triggerId: str(trigger.id) };
     });

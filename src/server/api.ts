@@ -164,9 +164,14 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   // Fn's LB finds a trigger's fn here (Fn's hybrid client); fnts's LB too.
+  // Both send the source whole after `{type}/`, its own leading slash kept
+  // (/triggerBySource/http//hello for /hello), and Fn's API looks up the rest
+  // of the path as it is. A rest without that slash (fnts LBs before they
+  // sent Fn's form) names the source without its slash.
   app.get('/v2/runner/apps/:appID/triggerBySource/:type/*', async (req) => {
     const appId = param(req, 'appID');
-    const source = `/${(req.params as Record<string, string>)['*'] ?? ''}`;
+    const rest = (req.params as Record<string, string>)['*'] ?? '';
+    const source = rest.startsWith('/') ? rest : `/${rest}`;
     const t = await ds.getTriggerBySource(appId, param(req, 'type'), source);
     return triggerJson(req, t, await ds.getAppById(appId));
   });

@@ -172,3 +172,14 @@ describe('DELETE /v2/triggers/{triggerID}', () => {
     expect((await api.call('GET', `/v2/fns/${fn.id}`)).status).toBe(200);
   });
 });
+
+describe('GET /v2/runner/apps/{appID}/triggerBySource/http/{source}', () => {
+  it("finds a trigger by source in the form Fn's LB asks for it (the source's own slash after http/), and in the short form", async () => {
+    const t = (await api.call('POST', '/v2/triggers', trig({ source: '/hello/there' }))).body;
+    const fnLb = await api.call('GET', `/v2/runner/apps/${app.id}/triggerBySource/http//hello/there`);
+    expect(fnLb.status).toBe(200);
+    expect(fnLb.body).toMatchObject({ id: t.id, fn_id: fn.id, source: '/hello/there' });
+    expect((await api.call('GET', `/v2/runner/apps/${app.id}/triggerBySource/http/hello/there`)).body.id).toBe(t.id);
+    await api.expectError('GET', `/v2/runner/apps/${app.id}/triggerBySource/http//hello`, undefined, 404, 'Trigger not found');
+  });
+});

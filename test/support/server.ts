@@ -40,6 +40,35 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/** Calls a server at `url` over HTTP (POST unless told), answering with the status, headers, text, JSON (if it is) and time taken. */
+export function caller(url: string): TestServer['call'] {
+  return async (path, init = {}) => {
+    const t0 = performance.now();
+    const res = await fetch(url + path, {
+      method: init.method ?? 'POST',
+      headers: init.headers ?? {},
+      ...(init.body === undefined ? {} : { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) }),
+    });
+    const text = await res.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: res.status, headers: res.headers, text, json, ms: performance.now() - t0 };
+  };
+}
+
+/** POSTs JSON through `call`, answering with the JSON answer; throws unless the status is 200. */
+export function poster(call: TestServer['call']): TestServer['post'] {
+  return async (path, body) => {
+    const res = await call(path, { body, headers: { 'content-type': 'application/json' } });
+    if (res.status !== 200) throw new Error(`POST ${path} answered ${res.status}: ${res.text}`);
+    return res.json;
+  };
+}
+
 let seq = 0;
 
 /** `logger`: where the server logs (default: stdout at FNTS_TEST_LOG's level, else silent). */
@@ -57,28 +86,9 @@ export async function startTestServer(env: Record<string, string> = {}, logger?:
   const server = await startServer(config, logger);
   const url = `http://127.0.0.1:${server.port}`;
 
-  const call: TestServer['call'] = async (path, init = {}) => {
-    const t0 = performance.now();
-    const res = await fetch(url + path, {
-      method: init.method ?? 'POST',
-      headers: init.headers ?? {},
-      ...(init.body === undefined ? {} : { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) }),
-    });
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
-    return { status: res.status, headers: res.headers, text, json, ms: performance.now() - t0 };
-  };
+  const call = caller(url);
 
-  const post = async (path: string, body: unknown): Promise<any> => {
-    const res = await call(path, { body, headers: { 'content-type': 'application/json' } });
-    if (res.status !== 200) throw new Error(`POST ${path} answered ${res.status}: ${res.text}`);
-    return res.json;
-  };
+  const post = poster(call);
 
   let apps = 0;
   let fns = 0;
