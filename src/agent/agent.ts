@@ -32,7 +32,7 @@ import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
 import { ContainerStates, type ContainerListener } from './events.js';
 import type { CallSpans } from './spans.js';
 import type { CallBody, CallRequest, CallResponse } from './protocol/call.js';
-import type { ResourceTracker } from './resource.js';
+import type { ResourceRequest, ResourceTracker } from './resource.js';
 import type { SlotStats } from './slots.js';
 import { functionSpec, type FunctionSpec } from './spec.js';
 import { CallTrace, statusOf, type CallListener } from './trace.js';
@@ -237,6 +237,10 @@ export class Agent implements Invoker, PoolHost {
 
   forgetCold(id: string): void {
     this.cold.delete(id);
+  }
+
+  makeRoom(req: ResourceRequest): void {
+    this.evictor.evict(req).catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
   }
 
   dropped(pool: SlotPool): void {

@@ -66,7 +66,10 @@ function callEnv(spec: FunctionSpec, req: CallRequest, deadline: Date): Record<s
 async function reserve(host: PoolHost, spec: FunctionSpec, signal: AbortSignal): Promise<ResourceToken> {
   if (host.config.nonBlockingResources) {
     const token = host.resources.tryReserve(spec.request);
-    if (!token) throw serverBusy();
+    if (!token) {
+      host.makeRoom(spec.request);
+      throw serverBusy();
+    }
     return token;
   }
   return untilSlotDeadline(spec, signal, (deadline) => {

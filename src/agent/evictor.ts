@@ -12,7 +12,7 @@
 import type { Logger } from 'pino';
 import type { Clock, Timer } from './clock.js';
 import type { HotContainer } from './hot.js';
-import type { ResourceTracker } from './resource.js';
+import type { ResourceRequest, ResourceTracker } from './resource.js';
 
 export interface EvictorOptions {
   readonly resources: ResourceTracker;
@@ -51,11 +51,16 @@ export class Evictor {
     this.timer = { clear: () => clearImmediate(soon) };
   }
 
-  /** Evicts enough idle containers for the longest-waiting request, then looks again while requests wait. */
-  async evict(): Promise<void> {
+  /**
+   * Evicts enough idle containers for the longest-waiting request (or, with
+   * the non-blocking tracker, where nobody waits, for `req`, refused a moment
+   * ago: the next call of its fn finds room), then looks again while
+   * requests wait.
+   */
+  async evict(req?: ResourceRequest): Promise<void> {
     if (this.running || this.stopped) return;
-    const need = this.o.resources.shortfall();
-    if (!need) return;
+    const need = this.o.resources.shortfall(req);
+    if (!need || (req && need.memoryBytes <= 0 && need.cpuMillis <= 0)) return;
     this.running = true;
     try {
       const now = this.o.clock.now();

@@ -22,7 +22,7 @@ import type { Clock, Timer } from './clock.js';
 import type { ContainerStates } from './events.js';
 import { HotContainer, type RetireReason } from './hot.js';
 import { ContainerOutput } from './logs.js';
-import { ResourceUnavailableError, type ResourceToken, type ResourceTracker } from './resource.js';
+import { ResourceUnavailableError, type ResourceRequest, type ResourceToken, type ResourceTracker } from './resource.js';
 import { responseLimit } from './protocol/call.js';
 import { needsContainer, seedNeedsContainer, SlotQueue } from './slots.js';
 import type { FunctionSpec } from './spec.js';
@@ -98,6 +98,8 @@ export interface PoolHost {
   forgetCold(id: string): void;
   /** The pool holds nothing any more: drop it. */
   dropped(pool: SlotPool): void;
+  /** A non-blocking reservation of `req` was refused: evict idle containers of other fns so that the next one fits. Never throws. */
+  makeRoom(req: ResourceRequest): void;
 }
 
 export class SlotPool {
@@ -180,7 +182,11 @@ export class SlotPool {
   private async reserve(): Promise<ResourceToken | null | 'aborted'> {
     const { spec, host } = this;
     const request = spec.request;
-    if (host.config.nonBlockingResources) return host.resources.tryReserve(request);
+    if (host.config.nonBlockingResources) {
+      const token = host.resources.tryReserve(request);
+      if (!token) host.makeRoom(request);
+      return token;
+    }
     const ctl = new AbortController();
     this.reserving.add(ctl);
     try {

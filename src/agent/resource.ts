@@ -70,11 +70,11 @@ export interface ResourceTracker {
    */
   onWaiter(listener: () => void): () => void;
   /**
-   * What must be freed for the longest-waiting reserve() to be granted
-   * (bytes and milli-CPUs, each 0 when enough is free), or undefined when
-   * nothing waits.
+   * What must be freed for the longest-waiting reserve() (or `req`) to be
+   * granted (bytes and milli-CPUs, each 0 when enough is free), or
+   * undefined when nothing waits and no `req` is given.
    */
-  shortfall(): { readonly memoryBytes: number; readonly cpuMillis: number } | undefined;
+  shortfall(req?: ResourceRequest): { readonly memoryBytes: number; readonly cpuMillis: number } | undefined;
   snapshot(): ResourceSnapshot;
 }
 
@@ -254,13 +254,12 @@ export class MemoryCpuTracker implements ResourceTracker {
     return () => this.waiterListeners.delete(listener);
   }
 
-  shortfall(): { memoryBytes: number; cpuMillis: number } | undefined {
-    const w = this.waiters[0];
-    if (!w) return undefined;
-    const isAsync = !!w.req.isAsync;
+  shortfall(req: ResourceRequest | undefined = this.waiters[0]?.req): { memoryBytes: number; cpuMillis: number } | undefined {
+    if (!req) return undefined;
+    const isAsync = !!req.isAsync;
     return {
-      memoryBytes: Math.max(0, w.req.memoryMB * MB - this.mem.free(isAsync)),
-      cpuMillis: Math.max(0, w.req.cpuMillis - this.cpu.free(isAsync)),
+      memoryBytes: Math.max(0, req.memoryMB * MB - this.mem.free(isAsync)),
+      cpuMillis: Math.max(0, req.cpuMillis - this.cpu.free(isAsync)),
     };
   }
 

@@ -5,6 +5,7 @@
  * variables. Calls go through the LB as a user's would.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeImage } from '../support/functions.js';
 import { dockerReachable, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 
@@ -104,5 +105,37 @@ describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () 
     expect((await lb.call('/v2/apps', { method: 'GET' })).status).toBe(404);
     expect((await runners[0]!.call('/v2/apps', { method: 'GET' })).status).toBe(404);
     expect((await runners[0]!.call('/version', { method: 'GET' })).status).toBe(200);
+  });
+});
+
+describe.skipIf(!docker)('an LB in front of full runners', () => {
+  let api: TestServer;
+  let runners: TestServer[];
+  let lb: TestServer;
+
+  beforeAll(async () => {
+    api = await startTestServer({ FN_NODE_TYPE: 'api' });
+    // Room for one 128 MB container each.
+    runners = await Promise.all([0, 1].map(() => startTestServer({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '0', FN_MAX_TOTAL_MEMORY_BYTES: String(200 * 1024 * 1024) })));
+    lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: runners.map((r) => `127.0.0.1:${r.server.grpcPort}`).join(',') });
+  });
+
+  afterAll(async () => {
+    await lb?.close();
+    await Promise.all((runners ?? []).map((r) => r.close()));
+    await api?.close();
+  });
+
+  it('places a call a full runner refused on the other one, and one no runner has room for once a runner frees up', async () => {
+    const image = await probeImage();
+    const app = await api.app();
+    const fns = await Promise.all([0, 1, 2].map(() => api.fn(app, image, { timeout: 20 })));
+    const answers = await Promise.all(fns.map((fn) => lb.invoke(fn.id, { sleep: 1500 })));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    // Each runner ran at least one of them; the third waited for room (its idle container to be evicted) rather than failing.
+    for (const r of runners) expect((await r.call('/metrics', { method: 'GET' })).text).toMatch(/fnts_runner_engagements_total\{result="handled"\} [1-9]/);
+    const lbText = (await lb.call('/metrics', { method: 'GET' })).text;
+    expect(lbText).toMatch(/fnts_lb_retries_total\{reason="refused"\} [1-9]/);
+    expect(Math.max(...answers.map((a) => a.ms))).toBeGreaterThan(2500);
   });
 });
