@@ -239,6 +239,10 @@ export class Agent implements Invoker, PoolHost {
     this.cold.delete(id);
   }
 
+  get spans(): CallSpans | undefined {
+    return this.o.spans;
+  }
+
   makeRoom(req: ResourceRequest): void {
     this.evictor.evict(req).catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
   }

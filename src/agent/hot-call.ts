@@ -129,7 +129,7 @@ class HotCall {
         trace.end(statusOf(signal.reason), signal.reason);
         throw signal.reason;
       }
-      trace.started(container.takeStartTimings(), (onStat, ms) => container.watchStats(onStat, ms), statsIntervalMs);
+      trace.started(container.takeStartTimings(), (onStat, ms) => container.watchStats(onStat, ms), statsIntervalMs, container.startLink);
       this.exchange = container.exec(this.req, deadline, trace.log());
       this.phase = 'running';
       response = await this.answer(this.exchange);

@@ -29,7 +29,8 @@ import { httpStreamExchange } from './protocol/http-stream.js';
 import { cloudEventExchange, JsonChannel, jsonExchange, stdioConnection, stdioHttpExchange } from './protocol/stdio.js';
 import type { ResourceToken } from './resource.js';
 import type { CallLog, ContainerOutput } from './logs.js';
-import { startTimings, type StartTimings } from './trace.js';
+import { startTimings, type StartLink, type StartTimings } from './trace.js';
+import type { CallSpans } from './spans.js';
 import type { Logger } from 'pino';
 
 export type HotState = 'starting' | 'idle' | 'busy' | 'retired';
@@ -68,6 +69,8 @@ export interface HotContainerOptions {
   readonly onRetired: (c: HotContainer, reason: RetireReason, detail: string) => void;
   /** Told when the idle timeout expires, to take the container out of its queue. */
   readonly onIdleTimeout: (c: HotContainer) => void;
+  /** When tracing: the container's start becomes a span the calls that waited for it link to. */
+  readonly spans?: CallSpans | undefined;
 }
 
 const LISTENER = 'lsnr.sock';
@@ -99,6 +102,8 @@ export class HotContainer {
   private timer: Timer | undefined;
   private exit: RunResult | undefined;
   private startTimings: StartTimings | undefined;
+  /** Its start's span (when traced) and when it became ready (performance.now()). */
+  private launchLink: StartLink | undefined;
   private retiring: Promise<void> | undefined;
 
   constructor(private readonly o: HotContainerOptions) {
@@ -158,7 +163,10 @@ export class HotContainer {
       // wait() never rejects (Driver contract).
       void cookie.wait().then((r) => this.onExit(r));
       if (socket) await this.listenerReady(join(dir, LISTENER), signal);
-      this.startTimings = startTimings(cookie.timings, performance.now() - started, this.o.tokenMs);
+      const ready = performance.now();
+      this.startTimings = startTimings(cookie.timings, ready - started, this.o.tokenMs);
+      const context = this.o.spans?.containerStart({ id: this.id, appId: spec.appId, fnId: spec.fnId }, this.startTimings, performance.timeOrigin + ready);
+      if (context) this.launchLink = { context, readyAt: ready };
       if (socket) {
         this.client = ContainerConnection.unix(join(dir, LISTENER));
       } else if (spec.format === 'http') {
@@ -323,6 +331,11 @@ export class HotContainer {
   /** The call is over: output from now on belongs to no call. */
   endCall(): void {
     this.o.output.end();
+  }
+
+  /** Its start's span, for the calls that waited while it started (undefined when not traced). */
+  get startLink(): StartLink | undefined {
+    return this.launchLink;
   }
 
   /** How this container's start went, told once: to the first call it serves. */

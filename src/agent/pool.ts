@@ -26,6 +26,7 @@ import { ResourceUnavailableError, type ResourceRequest, type ResourceToken, typ
 import { responseLimit } from './protocol/call.js';
 import { needsContainer, seedNeedsContainer, SlotQueue } from './slots.js';
 import type { FunctionSpec } from './spec.js';
+import type { CallSpans } from './spans.js';
 
 const RETRY_AFTER_SECONDS = '15';
 
@@ -100,6 +101,8 @@ export interface PoolHost {
   dropped(pool: SlotPool): void;
   /** A non-blocking reservation of `req` was refused: evict idle containers of other fns so that the next one fits. Never throws. */
   makeRoom(req: ResourceRequest): void;
+  /** The calls' spans, when tracing is on: containers' starts become spans too. */
+  readonly spans: CallSpans | undefined;
 }
 
 export class SlotPool {
@@ -259,6 +262,7 @@ export class SlotPool {
         startTimeoutMs: host.config.hotStartTimeoutMs,
         freezeIdleMs: host.config.freezeIdleMs,
         responseLimit: responseLimit(host.config.maxResponseBytes),
+        spans: host.spans,
         onRetired: (c, reason, detail) => this.onRetired(c, reason, detail),
         onIdleTimeout: (c) => {
           if (queue.remove(c)) void c.retire('idle', 'idle timeout');

@@ -8,10 +8,14 @@
  * `agent_launch_cold` (the container start the call waited for), then
  * `agent_hot_exec` or `agent_cold_exec`.
  *
+ * A container's start is a span of its own (`container_start`): every call
+ * that waited while it started links its `agent_get_slot` to it.
+ *
  * Phases are written after the fact, from timestamps: the call path pays for
  * one span, not six. With tracing off the agent has no CallSpans at all.
  */
-import { ROOT_CONTEXT, SpanStatusCode, trace, type Attributes, type Context, type Span, type TextMapGetter, type TextMapSetter, type Tracer } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type SpanContext, type TextMapGetter, type TextMapSetter, type Tracer } from '@opentelemetry/api';
+import type { StartTimings } from './trace.js';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Call } from '../models/index.js';
 import { sameName, withoutHeaders, type RawHeaders } from './protocol/call.js';
@@ -44,6 +48,8 @@ export interface CallPhases {
   readonly cold: boolean;
   readonly status: number;
   readonly error: string | undefined;
+  /** The start of the container the call waited for (its own span), when traced. */
+  readonly startLink?: SpanContext | undefined;
 }
 
 /** One call's open `agent_submit` span. */
@@ -71,6 +77,21 @@ export class CallSpans {
     return { call: traced, end: (phases) => this.end(span, ctx, attributes, phases) };
   }
 
+  /**
+   * A container's start as a span of its own (`container_start`, a root:
+   * several calls may wait for one start), from the time it asked for
+   * memory until its function was ready. Each call that waited meanwhile
+   * links its `agent_get_slot` to it. Undefined when not sampled.
+   */
+  containerStart(ref: { readonly id: string; readonly appId: string; readonly fnId: string }, t: StartTimings, readyEpochMs: number): SpanContext | undefined {
+    const attributes: Attributes = { 'fn.app_id': ref.appId, 'fn.fn_id': ref.fnId, 'fn.container_id': ref.id, 'fn.token_ms': t.token_ms ?? 0, 'fn.image_ms': t.image_ms, 'fn.create_ms': t.create_ms, 'fn.start_ms': t.start_ms };
+    const begun = readyEpochMs - t.start_ms - t.create_ms - t.image_ms - (t.token_ms ?? 0);
+    const span = this.tracer.startSpan('container_start', { attributes, startTime: begun, root: true });
+    span.end(readyEpochMs);
+    const context = span.spanContext();
+    return (context.traceFlags & TraceFlags.SAMPLED) !== 0 ? context : undefined;
+  }
+
   private end(span: Span, ctx: Context, attributes: Attributes, p: CallPhases): void {
     // A call the sampler left out has no phases to write.
     if (!span.isRecording()) {
@@ -82,7 +103,7 @@ export class CallSpans {
       s.end(end);
       return trace.setSpan(parent, s);
     };
-    const slot = this.tracer.startSpan('agent_get_slot', { attributes, startTime: p.arrived }, ctx);
+    const slot = this.tracer.startSpan('agent_get_slot', { attributes, startTime: p.arrived, ...(p.startLink ? { links: [{ context: p.startLink }] } : {}) }, ctx);
     const slotCtx = trace.setSpan(ctx, slot);
     if (p.startMs !== undefined) {
       // The launch: memory and CPU first, then the container start.

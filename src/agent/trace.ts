@@ -11,6 +11,7 @@ import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
 import { ApiError, callStatus, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
 import { CallLog } from './logs.js';
 import type { CallSpan } from './spans.js';
+import type { SpanContext } from '@opentelemetry/api';
 
 /**
  * Hooks around every call, for metrics and call records.
@@ -51,6 +52,12 @@ export interface StartTimings {
   readonly token_ms?: number;
 }
 
+/** A container start's span, and when the container became ready (performance.now()). */
+export interface StartLink {
+  readonly context: SpanContext;
+  readonly readyAt: number;
+}
+
 /** The driver's prepare timings and the time from run to ready, as an outcome keeps them. */
 export function startTimings(prepared: PrepareTimings, startMs: number, tokenMs = 0): StartTimings {
   return { image_ms: Math.round(prepared.imageMs), create_ms: Math.round(prepared.createMs), start_ms: Math.round(startMs), token_ms: tokenMs };
@@ -87,6 +94,7 @@ export class CallTrace {
   private startedAt: number | undefined;
   private execMs = 0;
   private startTimings: StartTimings | undefined;
+  private startLink: SpanContext | undefined;
   private readonly samples: Stat[] = [];
   private sampler: NodeJS.Timeout | undefined;
   private unwatch: (() => void) | undefined;
@@ -159,8 +167,10 @@ export class CallTrace {
    * The function starts working on the call: sampling begins (every
    * `intervalMs`, if anyone reads and the call lasts that long).
    */
-  started(timings: StartTimings | undefined, watch: StatsWatch, intervalMs: number): void {
+  started(timings: StartTimings | undefined, watch: StatsWatch, intervalMs: number, link?: StartLink): void {
     this.startedAt = Date.now();
+    // The call waited while its container started: its slot span links to that start.
+    if (link && link.readyAt >= this.t0) this.startLink = link.context;
     this.runStart = performance.now();
     if (this.waitMs === 0) this.waitMs = this.runStart - this.t0;
     this.startTimings = timings;
@@ -221,6 +231,7 @@ export class CallTrace {
       cold: this.call.fn.format === 'default',
       status,
       error: error === undefined ? undefined : errorText(error),
+      startLink: this.startLink,
     });
   }
 

@@ -19,6 +19,7 @@ interface OtlpSpan {
   startTimeUnixNano: string;
   endTimeUnixNano: string;
   attributes: Array<{ key: string; value: { stringValue?: string; intValue?: string | number } }>;
+  links?: Array<{ traceId: string; spanId: string }>;
 }
 
 /** An OTLP/HTTP receiver: keeps every span posted to /v1/traces (JSON encoding). */
@@ -94,6 +95,12 @@ describe('tracing (OTLP/HTTP)', () => {
     expect(BigInt(exec.startTimeUnixNano)).toBeGreaterThanOrEqual(BigInt(submits[1]!.startTimeUnixNano));
     expect(BigInt(exec.endTimeUnixNano)).toBeLessThanOrEqual(BigInt(submits[1]!.endTimeUnixNano));
 
+    // The container's start is a span of its own, which the call that waited for it links to; the warm call does not.
+    const starts = receiver.spans.filter((x) => x.name === 'container_start' && attr(x, 'fn.fn_id') === fn.id);
+    expect(starts).toHaveLength(1);
+    expect(slot0.links?.map((l) => l.spanId)).toEqual([starts[0]!.spanId]);
+    expect(slot1.links ?? []).toEqual([]);
+
     // A call the caller did not sample is not traced (parent-based sampling).
     const unsampled = await s.invoke(fn.id, {}, { traceparent: `00-${'1'.repeat(32)}-${callerSpan}-00` });
     expect(unsampled.status, unsampled.text).toBe(200);
@@ -104,5 +111,23 @@ describe('tracing (OTLP/HTTP)', () => {
     // The function saw the call's own traceparent: same trace, the submit span as parent.
     const seen = second.json.headers.traceparent ?? second.json.headers.Traceparent;
     expect(String(seen)).toBe(`00-${traceId}-${submits[1]!.spanId}-01`);
+  });
+
+  it('links every call that waited for a container start to that start', async () => {
+    const app = await s.app();
+    const slow = await s.fn(app, await probeImage(), { config: { MODE: 'slow-ready', READY_AFTER_MS: '700' } });
+    const answers = await Promise.all([0, 1, 2].map(() => s.invoke(slow.id, {})));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    const ids = answers.map((a) => a.headers.get('fn-call-id')!);
+    const submitsOf = (): OtlpSpan[] => receiver.spans.filter((x) => x.name === 'agent_submit' && ids.includes(attr(x, 'fn.call_id') ?? ''));
+    expect(await eventually(() => submitsOf().length === 3, 10_000)).toBe(true);
+    const starts = new Set(receiver.spans.filter((x) => x.name === 'container_start' && attr(x, 'fn.fn_id') === slow.id).map((x) => x.spanId));
+    expect(starts.size).toBeGreaterThan(0);
+    // All three arrived before any container was ready: each slot links to the start that served it.
+    for (const submit of submitsOf()) {
+      const slot = receiver.spans.find((x) => x.parentSpanId === submit.spanId && x.name === 'agent_get_slot')!;
+      expect(slot.links).toHaveLength(1);
+      expect(starts.has(slot.links![0]!.spanId)).toBe(true);
+    }
   });
 });
