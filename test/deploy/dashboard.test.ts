@@ -77,6 +77,17 @@ const PER_NODE: Record<string, Kind> = {
   fnts_build_info: 'gauge', // version, role
 };
 
+/** Series of fleet roles: LBs (runner: host:port from FN_RUNNER_ADDRESSES) and pure runners. */
+const FLEET: Record<string, Kind> = {
+  fnts_lb_attempts_total: 'counter', // runner, result: committed|refused|failed
+  fnts_lb_retries_total: 'counter', // reason: refused|failed
+  fnts_lb_placed_total: 'counter', // runner
+  fnts_lb_unplaced_total: 'counter',
+  fnts_lb_placement_duration_seconds: 'histogram',
+  fnts_lb_runner_up: 'gauge', // runner
+  fnts_runner_engagements_total: 'counter', // result: handled|refused
+};
+
 /** prom-client's default metrics (collectDefaultMetrics). */
 const PROCESS: Record<string, Kind> = {
   process_cpu_user_seconds_total: 'counter',
@@ -115,7 +126,7 @@ const PROCESS: Record<string, Kind> = {
 /** Series Prometheus itself records for every target it scrapes. */
 const SCRAPE: Record<string, Kind> = { up: 'gauge' };
 
-const SERVED: Record<string, Kind> = { ...PER_FN, ...PER_NODE, ...PROCESS };
+const SERVED: Record<string, Kind> = { ...PER_FN, ...PER_NODE, ...FLEET, ...PROCESS };
 
 /** Each series name a query may use, with its metric and kind: a histogram is only its _bucket, _sum and _count. */
 const SERIES = new Map<string, { metric: string; kind: Kind; part?: 'bucket' | 'sum' | 'count' }>();
@@ -351,6 +362,7 @@ describe('the known metrics', () => {
     const queue = { size: async () => 0, oldestReadyAt: async () => undefined } as unknown as Queue;
     const metrics = new Metrics({ role: 'full', version: 'test', queue });
     metrics.watchResources(new MemoryCpuTracker({ memoryBytes: 1024 ** 3, cpuMillis: 1000 }));
+    metrics.watchRunners(() => []);
     const registered = Object.fromEntries((await metrics.registry.getMetricsAsJSON()).map((m) => [m.name, String(m.type)]));
     expect(registered).toEqual(SERVED);
   });
@@ -412,9 +424,9 @@ describe('deploy/grafana/fnts-dashboard.json', () => {
     expect(problemsOf(variableQueries)).toEqual([]);
   });
 
-  it('has the rows Overview, Containers, Resources, Queue, API and Process, with panels under each', () => {
+  it('has the rows Overview, Containers, Resources, Queue, API, Process and Fleet, with panels under each', () => {
     const rows = dashboard.panels.filter((p) => p.type === 'row');
-    expect(rows.map((r) => r.title)).toEqual(['Overview', 'Containers', 'Resources', 'Queue', 'API', 'Process']);
+    expect(rows.map((r) => r.title)).toEqual(['Overview', 'Containers', 'Resources', 'Queue', 'API', 'Process', 'Fleet']);
     // Each row has panels, whether below it (expanded) or inside it (collapsed).
     const top = dashboard.panels;
     for (const r of rows) {
