@@ -78,8 +78,12 @@ export class RunnerClient {
       'grpc.keepalive_time_ms': 10_000,
       'grpc.keepalive_timeout_ms': 5_000,
       'grpc.keepalive_permit_without_calls': 1,
+      // While a runner is unreachable the channel redials it by itself and
+      // the LB places nothing on it (LbAgent's `up`): this ceiling is how
+      // long a restarted runner may wait to be dialed again, one failed
+      // connect a second at most while it stays down.
       'grpc.initial_reconnect_backoff_ms': 100,
-      'grpc.max_reconnect_backoff_ms': 5_000,
+      'grpc.max_reconnect_backoff_ms': 1_000,
       'grpc.max_receive_message_length': 8 * 1024 * 1024,
       // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, 1 MiB by default).
       'grpc.max_metadata_size': 4 * 1024 * 1024,

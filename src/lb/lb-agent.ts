@@ -68,8 +68,16 @@ class Runner implements RunnerView {
     return this.client.address;
   }
 
+  /**
+   * Not held down, and its channel not in TRANSIENT_FAILURE. A call on such
+   * a channel fails at once without dialing; counted as a failure, it
+   * doubled the hold-down while gRPC's own backoff ran, and a restarted
+   * runner waited for both (4-5 s, up to 5 s + 5 s). The channel needs no
+   * calls to recover: grpc-js's pick_first redials in the background while
+   * in TRANSIENT_FAILURE and leaves it once the runner accepts a connection.
+   */
   get up(): boolean {
-    return this.downUntil <= performance.now();
+    return this.downUntil <= performance.now() && this.client.reachable;
   }
 
   failed(): void {
