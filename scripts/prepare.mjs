@@ -4,7 +4,7 @@
 // compiles src/ to dist/ when any source is newer than the last build.
 // Only Node built-ins may be used here: nothing else is installed yet.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -42,7 +42,11 @@ function run(cmd, args, what) {
 const installedMarker = join(root, 'node_modules', '.package-lock.json');
 const lock = join(root, 'package-lock.json');
 // The lock file changes whenever dependencies do; package.json alone changes for scripts too.
-if (!existsSync(installedMarker) || mtime(installedMarker) < mtime(lock)) {
+// A node_modules that is a link to another checkout's (a git worktree's, say) belongs to that checkout:
+// `npm ci` would empty it under the other checkout's feet.
+const linked = existsSync(join(root, 'node_modules')) && lstatSync(join(root, 'node_modules')).isSymbolicLink();
+if (linked && mtime(installedMarker) < mtime(lock)) say('node_modules is a link to another checkout: not reinstalling here (run npm ci there if dependencies changed)');
+if (!linked && (!existsSync(installedMarker) || mtime(installedMarker) < mtime(lock))) {
   // better-sqlite3 compiles from source here (no prebuilt download), which takes a minute or two.
   run('npm', [existsSync(lock) ? 'ci' : 'install', '--no-audit', '--no-fund'], 'installing dependencies (first run compiles SQLite, about 2 minutes)');
 }
