@@ -310,6 +310,15 @@ async function countStarts(): Promise<{ stop(): Promise<number> }> {
   };
 }
 
+/** A server's log lines at level error or worse (pino's JSON), at most `most`, each cut to 600 characters. */
+function errorLines(output: string, most = 3): string[] {
+  return output
+    .split('\n')
+    .filter((l) => /"level":(50|60)/.test(l))
+    .slice(0, most)
+    .map((l) => l.slice(0, 600));
+}
+
 interface PlacerResult {
   placer: PlacerName;
   calls: number;
@@ -405,6 +414,11 @@ async function placerRun(placer: PlacerName, apiUrl: string, fnIds: readonly str
       idleWhileRefusing,
     };
     note(`${placer}: ${JSON.stringify(result, (_k, v: unknown) => (typeof v === 'number' ? Math.round(v * 10) / 10 : v))}`);
+    if (Object.keys(result.otherErrors).length > 0) {
+      for (const [name, p] of [['lb', lb], ...runners.map((r, i) => [`runner r${i}`, r] as const)] as const) {
+        for (const line of errorLines(p.output())) note(`${placer}: ${name} logged: ${line}`);
+      }
+    }
     return result;
   } finally {
     // Fresh runners for the next placer: these drain and remove their containers.
