@@ -13,62 +13,20 @@
 import { execFileSync } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, chmodSync, watch, existsSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, chmodSync, watch, existsSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
+import { cannon, fmt, json, median, procStat, type Figures } from './measure.mjs';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const BODY = JSON.stringify({ name: 'bench' });
 
-interface Figures {
-  rps: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  non2xx: number;
-  /** CPU the server process spent per answered call, in microseconds (when its pid was given). */
-  cpuUs?: number;
-}
-
-/** User + system CPU so far, in microseconds, and nice value, of a /proc stat file (a process's or a thread's; clock ticks are 1/100 s). */
-function procStat(path: string): { us: number; nice: number } {
-  const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
-  return { us: (Number(fields[11]) + Number(fields[12])) * 10_000, nice: Number(fields[16]) };
-}
-
-/** User + system CPU of process `pid` so far, in microseconds. */
-function cpuOf(pid: number): number {
-  return procStat(`/proc/${pid}/stat`).us;
-}
-
-async function cannon(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number; pid?: number }): Promise<Figures> {
-  const cpu0 = opts.pid ? cpuOf(opts.pid) : 0;
-  const result = await autocannon({
-    url: opts.url,
-    ...(opts.socketPath ? { socketPath: opts.socketPath } : {}),
-    method: 'POST',
-    body: BODY,
-    headers: { 'content-type': 'application/json', ...opts.headers },
-    connections: opts.connections,
-    pipelining: 1,
-    duration: opts.seconds ?? SECONDS,
-  });
-  return {
-    rps: result.requests.average,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    errors: result.errors + result.timeouts,
-    non2xx: result.non2xx,
-    ...(opts.pid ? { cpuUs: (cpuOf(opts.pid) - cpu0) / Math.max(1, result.requests.total) } : {}),
-  };
-}
-
-async function json(url: string, body?: unknown): Promise<any> {
-  const res = await fetch(url, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
-  return res.json();
+/** A load run against `url` with the benchmark's body, for SECONDS unless told. */
+function load(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number; pid?: number }): Promise<Figures> {
+  const { pid, seconds, ...rest } = opts;
+  return cannon({ ...rest, body: BODY, seconds: seconds ?? SECONDS, ...(pid ? { pids: [pid] } : {}) });
 }
 
 async function countContainers(label: string): Promise<number> {
@@ -116,13 +74,6 @@ async function dockerRunFirstAnswer(image: string): Promise<number> {
   }
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
-const fmt = (n: number, d = 0): string => n.toFixed(d);
-
 /** CPU of each thread of process `pid` so far, in microseconds, keyed by thread id, with its nice value. */
 function threadCpu(pid: number): Map<string, { us: number; nice: number }> {
   const out = new Map<string, { us: number; nice: number }>();
@@ -168,13 +119,13 @@ async function abAtOneConnection(
       servers.push({ fnts, url: `${fnts.url}/invoke/${fn.id}` });
     }
     process.stderr.write(`bench: ${what} on and off, 1 connection, ${rounds} rounds of ${seconds} s each in turns...\n`);
-    for (const s of servers) await cannon({ url: s.url, connections: 1, seconds: 3 });
+    for (const s of servers) await load({ url: s.url, connections: 1, seconds: 3 });
     const sides = servers.map(() => ({ rps: [] as number[], cpuUs: [] as number[], lowUs: [] as number[] }));
     for (let r = 0; r < rounds; r++) {
       for (const [i, s] of servers.entries()) {
         const pid = s.fnts.proc.pid!;
         const before = threadCpu(pid);
-        const figures = await cannon({ url: s.url, connections: 1, seconds, pid });
+        const figures = await load({ url: s.url, connections: 1, seconds, pid });
         const calls = Math.max(1, figures.rps * seconds);
         let low = 0;
         for (const [tid, t] of threadCpu(pid)) if (t.nice > 0) low += t.us - (before.get(tid)?.us ?? 0);
@@ -205,9 +156,9 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
   const direct = await dockerRun(image, dir);
   process.stderr.write('bench: direct, 1 and 16 connections...\n');
-  await cannon({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1, seconds: 5 });
-  const d1 = await cannon({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1 });
-  const d16 = await cannon({ url: 'http://localhost/call', socketPath: direct.socket, connections: 16 });
+  await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1, seconds: 5 });
+  const d1 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1 });
+  const d16 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 16 });
   execFileSync('docker', ['rm', '-f', direct.id]);
   rmSync(dir, { recursive: true, force: true });
 
@@ -221,10 +172,10 @@ async function main(): Promise<void> {
       const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
       const url = `${fnts.url}/invoke/${fn.id}`;
       process.stderr.write(`bench: fnts (${policy} launcher), 1 and 16 connections...\n`);
-      await cannon({ url, connections: 1, seconds: 5 });
+      await load({ url, connections: 1, seconds: 5 });
       const pid = fnts.proc.pid;
-      const c1 = policy === 'adaptive' ? await cannon({ url, connections: 1, pid }) : d1;
-      const c16 = await cannon({ url, connections: 16, pid });
+      const c1 = policy === 'adaptive' ? await load({ url, connections: 1, pid }) : d1;
+      const c16 = await load({ url, connections: 16, pid });
       runs[policy] = { c1, c16, containers: await countContainers(`fnts.fn_id=${fn.id}`) };
 
       if (policy === 'adaptive') {

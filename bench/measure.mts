@@ -1,0 +1,89 @@
+/**
+ * What the benchmarks share: a load run with autocannon (throughput,
+ * latency, the servers' CPU per answered call), CPU readings from /proc, a
+ * JSON request, and the summaries they print.
+ */
+import { readFileSync } from 'node:fs';
+import autocannon from 'autocannon';
+
+/** What one load run measured; autocannon's latencies are whole milliseconds. */
+export interface Figures {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+  /** CPU the server processes spent per answered call, in microseconds (when their pids were given). */
+  cpuUs?: number;
+  /** The same, for each of the pids in turn. */
+  cpuUsEach?: number[];
+}
+
+/** User + system CPU so far, in microseconds, and nice value, of a /proc stat file (a process's or a thread's; clock ticks are 1/100 s). */
+export function procStat(path: string): { us: number; nice: number } {
+  const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
+  return { us: (Number(fields[11]) + Number(fields[12])) * 10_000, nice: Number(fields[16]) };
+}
+
+/** User + system CPU of process `pid` so far, in microseconds. */
+export function cpuOf(pid: number): number {
+  return procStat(`/proc/${pid}/stat`).us;
+}
+
+/** POSTs `body` to `url` over `connections` keep-alive connections for `seconds`; `pids` are the servers whose CPU per call is reported. */
+export async function cannon(opts: {
+  url: string;
+  body: string;
+  seconds: number;
+  connections: number;
+  socketPath?: string;
+  headers?: Record<string, string>;
+  pids?: readonly number[];
+}): Promise<Figures> {
+  const pids = opts.pids ?? [];
+  const cpu0 = pids.map(cpuOf);
+  const result = await autocannon({
+    url: opts.url,
+    ...(opts.socketPath ? { socketPath: opts.socketPath } : {}),
+    method: 'POST',
+    body: opts.body,
+    headers: { 'content-type': 'application/json', ...opts.headers },
+    connections: opts.connections,
+    pipelining: 1,
+    duration: opts.seconds,
+  });
+  const figures: Figures = {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+  };
+  if (pids.length > 0) {
+    const each = pids.map((pid, i) => (cpuOf(pid) - cpu0[i]!) / Math.max(1, result.requests.total));
+    figures.cpuUsEach = each;
+    figures.cpuUs = each.reduce((a, b) => a + b, 0);
+  }
+  return figures;
+}
+
+/** GETs `url`, or POSTs `body` as JSON when given; answers the response's JSON. */
+export async function json(url: string, body?: unknown): Promise<any> {
+  const res = await fetch(url, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  return res.json();
+}
+
+/** The q-quantile of `xs` (nearest rank). */
+export function quantile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.max(0, Math.min(s.length - 1, Math.ceil(q * s.length) - 1))]!;
+}
+
+/** The middle value of `xs`; the mean of the two middle ones when their number is even. */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+export const fmt = (n: number, d = 0): string => n.toFixed(d);
