@@ -21,7 +21,11 @@
  *    warm hits (calls that did not start a container: 1 - started/calls),
  *    p50/p99, errors (503s and others), and how the calls and starts fell
  *    on the runners; then whether wait beats ch on p99 and naive on
- *    containers started.
+ *    containers started. The fns' idle_timeout is FLEET_IDLE_TIMEOUT (2 s),
+ *    their timeout FLEET_FN_TIMEOUT (10 s); each placer gets at most
+ *    FLEET_PLACER_BUDGET seconds (80).
+ *
+ * FLEET_PART=1 or 2 runs one part alone.
  *
  * Every process and container this run started is removed at the end, on
  * failure and on Ctrl-C (containers carry this run's FN_CONTAINER_LABEL_TAG).
@@ -47,7 +51,12 @@ const ZIPF_S = env('FLEET_ZIPF_S', 1.1);
 const CALLS = env('FLEET_CALLS', 800);
 const CONCURRENCY = env('FLEET_CONCURRENCY', 10);
 const SEED = env('FLEET_SEED', 42);
-/** The fns' idle_timeout (s). */
+/**
+ * The fns' idle_timeout (s). Short, because a pure runner (non-blocking
+ * resources) refuses a call rather than evict another fn's idle container:
+ * with Fn's 30 s, full runners refuse until their idle containers time out,
+ * calls reach their timeout (503) and a placer's run takes minutes.
+ */
 const IDLE_TIMEOUT_S = env('FLEET_IDLE_TIMEOUT', 2);
 /** The fns' timeout (s): also how long an LB goes on placing a call every runner refuses before it answers 503. */
 const TIMEOUT_S = env('FLEET_FN_TIMEOUT', 10);
