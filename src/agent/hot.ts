@@ -96,6 +96,8 @@ export class HotContainer {
   /** JSON framing over stdio (json, cloudevent). */
   private json: JsonChannel | undefined;
   private frozen = false;
+  /** The engine has paused it (frozen says a pause was asked for; this, that it happened). */
+  private paused = false;
   /** Serialises pause/unpause so a thaw never overtakes a freeze in flight. */
   private freezeOps: Promise<void> = Promise.resolve();
   /** One timer for both idle clocks, re-armed lazily rather than per call. */
@@ -282,7 +284,13 @@ export class HotContainer {
     if (!this.frozen) return undefined;
     this.frozen = false;
     const cookie = this.cookie!;
-    this.freezeOps = this.freezeOps.then(() => cookie.unfreeze());
+    // Only a pause that happened is undone: one that failed (the engine
+    // refused it) left the container running, and unpausing it would fail the call.
+    this.freezeOps = this.freezeOps.then(() => {
+      if (!this.paused) return undefined;
+      this.paused = false;
+      return cookie.unfreeze();
+    });
     return this.freezeOps;
   }
 
@@ -293,6 +301,9 @@ export class HotContainer {
     const cookie = this.cookie;
     this.freezeOps = this.freezeOps
       .then(() => cookie.freeze())
+      .then(() => {
+        this.paused = true;
+      })
       .catch(() => {
         // A container that cannot be paused still works; remember it is not frozen.
         this.frozen = false;
