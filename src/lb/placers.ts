@@ -223,9 +223,12 @@ const SWEEP_EVERY = 1024;
  *   that start as part of its wait; that part is left out, since it says the
  *   fn was cold, not that the runner is busy (and the fn is warm there now).
  * - the cost of a cold start, an EWMA of every reported `startMs`.
- * - 'refused' and 'failed' set the pair's expected wait to twice the cold
- *   start cost: the next calls prefer another runner. It comes back down
- *   as calls report low waits there, or as time passes (decayHalfLifeMs).
+ * - 'failed' sets the pair's expected wait to twice the cold start cost,
+ *   'refused' to just above it (1.1 times: a refusal says the runner is
+ *   full right now, not that the fn is slow there, so with the default
+ *   half-life its calls return about 1.4 s later rather than 10 s): the
+ *   next calls prefer another runner. It comes back down as calls report
+ *   low waits there, or as time passes (decayHalfLifeMs).
  *
  * A round walks the ring of runners from the fn's consistent-hash home (the
  * same home as `ch`) and puts each up runner either in the front part, in
@@ -344,7 +347,7 @@ export class WaitPlacer implements Placer {
       const wait = Math.max(0, (nonNegative(report.waitMs) ?? 0) - (startMs ?? 0));
       entry.wait = known ? previous + this.alpha * (wait - previous) : wait;
     } else {
-      entry.wait = Math.max(previous, 2 * this.coldMs);
+      entry.wait = Math.max(previous, (report.kind === 'refused' ? 1.1 : 2) * this.coldMs);
     }
     entry.at = now;
 
