@@ -14,6 +14,9 @@ import type { Clock, Timer } from './clock.js';
 import type { HotContainer } from './hot.js';
 import type { ResourceRequest, ResourceTracker } from './resource.js';
 
+/** How much longer than FN_EJECT_IDLE_MSECS a container must be idle to make room for a refused call. */
+const REFUSED_IDLE_FACTOR = 5;
+
 export interface EvictorOptions {
   readonly resources: ResourceTracker;
   readonly clock: Clock;
@@ -55,7 +58,10 @@ export class Evictor {
    * Evicts enough idle containers for the longest-waiting request (or, with
    * the non-blocking tracker, where nobody waits, for `req`, refused a moment
    * ago: the next call of its fn finds room), then looks again while
-   * requests wait.
+   * requests wait. For a refused `req` only containers idle for
+   * REFUSED_IDLE_FACTOR times FN_EJECT_IDLE_MSECS go: a refusal sends the
+   * call to another runner, and evicting at the first refusal makes runners
+   * that are merely busy churn containers (measured: bench/fleet.mts).
    */
   async evict(req?: ResourceRequest): Promise<void> {
     if (this.running || this.stopped) return;
@@ -64,7 +70,7 @@ export class Evictor {
     this.running = true;
     try {
       const now = this.o.clock.now();
-      const { ejectIdleMs } = this.o;
+      const ejectIdleMs = req ? this.o.ejectIdleMs * REFUSED_IDLE_FACTOR : this.o.ejectIdleMs;
       let soonest = Infinity;
       let memory = 0;
       let cpu = 0;
