@@ -52,10 +52,11 @@ const CALLS = env('FLEET_CALLS', 800);
 const CONCURRENCY = env('FLEET_CONCURRENCY', 10);
 const SEED = env('FLEET_SEED', 42);
 /**
- * The fns' idle_timeout (s). Short, because a pure runner (non-blocking
- * resources) refuses a call rather than evict another fn's idle container:
- * with Fn's 30 s, full runners refuse until their idle containers time out,
- * calls reach their timeout (503) and a placer's run takes minutes.
+ * The fns' idle_timeout (s). Short, so that containers leave soon on their
+ * own: a pure runner (non-blocking resources) refuses a call it has no room
+ * for, and makes room only from containers idle five times
+ * FN_EJECT_IDLE_MSECS (5 s by default); with Fn's 30 s idle_timeout a
+ * placer's run takes much longer.
  */
 const IDLE_TIMEOUT_S = env('FLEET_IDLE_TIMEOUT', 2);
 /** The fns' timeout (s): also how long an LB goes on placing a call every runner refuses before it answers 503. */
