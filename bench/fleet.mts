@@ -37,6 +37,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jumpHash } from '../src/lb/placers.js';
 import { probeImage } from '../test/support/functions.js';
+import { seededRandom } from '../test/support/random.js';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
 import { cannon, fmt, json, median, quantile, type Figures } from './measure.mjs';
@@ -204,18 +205,6 @@ async function lbVersusFull(): Promise<void> {
 
 // ------------------------------------------------------ part 2: placers
 
-/** A small seeded PRNG (mulberry32): the same schedule for every placer. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The fns' popularity, most popular first: p(k) ~ 1 / k^s. */
 function zipf(n: number, s: number): number[] {
   const w = Array.from({ length: n }, (_, k) => 1 / (k + 1) ** s);
@@ -229,7 +218,7 @@ interface Planned {
 }
 
 function schedule(): Planned[] {
-  const random = prng(SEED);
+  const random = seededRandom(SEED);
   const p = zipf(FNS, ZIPF_S);
   return Array.from({ length: CALLS }, () => {
     let u = random();

@@ -32,7 +32,7 @@ import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
 import { ContainerStates, type ContainerListener } from './events.js';
 import type { CallSpans } from './spans.js';
 import type { CallBody, CallRequest, CallResponse } from './protocol/call.js';
-import type { ResourceRequest, ResourceTracker } from './resource.js';
+import type { ResourceRequest, ResourceToken, ResourceTracker } from './resource.js';
 import type { SlotStats } from './slots.js';
 import { functionSpec, type FunctionSpec } from './spec.js';
 import { CallTrace, statusOf, type CallListener } from './trace.js';
@@ -243,8 +243,10 @@ export class Agent implements Invoker, PoolHost {
     return this.o.spans;
   }
 
-  makeRoom(req: ResourceRequest): void {
-    this.evictor.evict(req).catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
+  tryReserve(req: ResourceRequest): ResourceToken | null {
+    const token = this.resources.tryReserve(req);
+    if (!token) this.evictor.evict(req).catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
+    return token;
   }
 
   dropped(pool: SlotPool): void {

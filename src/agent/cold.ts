@@ -65,11 +65,8 @@ function callEnv(spec: FunctionSpec, req: CallRequest, deadline: Date): Record<s
  */
 async function reserve(host: PoolHost, spec: FunctionSpec, signal: AbortSignal): Promise<ResourceToken> {
   if (host.config.nonBlockingResources) {
-    const token = host.resources.tryReserve(spec.request);
-    if (!token) {
-      host.makeRoom(spec.request);
-      throw serverBusy();
-    }
+    const token = host.tryReserve(spec.request);
+    if (!token) throw serverBusy();
     return token;
   }
   return untilSlotDeadline(spec, signal, (deadline) => {

@@ -17,6 +17,7 @@ export { ContainerStates } from './events.js';
 export { CallSpans } from './spans.js';
 export type { ContainerListener, ContainerRef, ContainerState } from './events.js';
 export { functionSpec } from './spec.js';
+export { serverBusy, shuttingDown } from './pool.js';
 export type { FunctionSpec } from './spec.js';
 export type { RetireReason } from './hot.js';
 export { sameName, withoutHeaders, withoutHopHeaders } from './protocol/call.js';

@@ -99,8 +99,12 @@ export interface PoolHost {
   forgetCold(id: string): void;
   /** The pool holds nothing any more: drop it. */
   dropped(pool: SlotPool): void;
-  /** A non-blocking reservation of `req` was refused: evict idle containers of other fns so that the next one fits. Never throws. */
-  makeRoom(req: ResourceRequest): void;
+  /**
+   * Reserves `req` at once or not at all (FN_ENABLE_NB_RESOURCE_TRACKER);
+   * a refusal also starts evicting idle containers of other fns, so that a
+   * later call fits. Never throws.
+   */
+  tryReserve(req: ResourceRequest): ResourceToken | null;
   /** The calls' spans, when tracing is on: containers' starts become spans too. */
   readonly spans: CallSpans | undefined;
 }
@@ -185,11 +189,7 @@ export class SlotPool {
   private async reserve(): Promise<ResourceToken | null | 'aborted'> {
     const { spec, host } = this;
     const request = spec.request;
-    if (host.config.nonBlockingResources) {
-      const token = host.resources.tryReserve(request);
-      if (!token) host.makeRoom(request);
-      return token;
-    }
+    if (host.config.nonBlockingResources) return host.tryReserve(request);
     const ctl = new AbortController();
     this.reserving.add(ctl);
     try {

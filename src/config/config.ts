@@ -258,8 +258,9 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     throw new ConfigError(`FN_IOFS_PATH=${iofsPath} is too long for unix sockets (at most 69 bytes); use a shorter folder, e.g. /tmp/fnts`);
   }
   const maxBytes = Number.MAX_SAFE_INTEGER;
+  const nodeType = oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full');
   return Object.freeze({
-    nodeType: oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full'),
+    nodeType,
     port: integer(env, 'FN_PORT', 8080, 0, 65535),
     listenHost: read(env, 'FN_LISTEN_HOST') ?? '0.0.0.0',
     dbUrl,
@@ -303,7 +304,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
-    fleet: fleetSettings(env, oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full')),
+    fleet: fleetSettings(env, nodeType),
   });
 }
 

@@ -53,14 +53,12 @@ function neverArrived(err: grpc.ServiceError): boolean {
 /** The TryCall and the body, the body in frames (an empty body is one empty frame with eof). */
 function writeRequest(stream: EngageClientStream, call: Call, body: Buffer, wantLog: boolean): void {
   stream.write({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions: wantLog ? { [LOG_EXTENSION]: '1' } : {} } });
-  if (body.length <= MAX_FRAME_BYTES) {
-    stream.write({ data: { data: body, eof: true } });
-  } else {
-    for (let at = 0; at < body.length; at += MAX_FRAME_BYTES) {
-      const end = Math.min(body.length, at + MAX_FRAME_BYTES);
-      stream.write({ data: { data: body.subarray(at, end), eof: end === body.length } });
-    }
-  }
+  let at = 0;
+  do {
+    const end = Math.min(body.length, at + MAX_FRAME_BYTES);
+    stream.write({ data: { data: body.subarray(at, end), eof: end === body.length } });
+    at = end;
+  } while (at < body.length);
   stream.end();
 }
 
@@ -167,11 +165,9 @@ export class RunnerClient {
             return;
           }
           commit();
-          if (resultStart) {
-            answer();
-            bodyOut?.end();
-          } else if (f.success) {
-            resultStart = { status: 200, headers: [] };
+          if (resultStart || f.success) {
+            // A success without a result start: Fn's runner answered 200 with no body.
+            resultStart ??= { status: 200, headers: [] };
             answer();
             bodyOut?.end();
           } else {

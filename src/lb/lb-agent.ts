@@ -18,7 +18,7 @@
 import type { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { CallBody, CallListener, CallResponse, Invoker, RunningCall } from '../agent/index.js';
+import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../agent/index.js';
 import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg } from '../runner/index.js';
 import type { Attempt, RunnerClient } from './client.js';
@@ -89,14 +89,6 @@ class Runner implements RunnerView {
     this.failures = 0;
     this.downUntil = 0;
   }
-}
-
-function shuttingDown(): ApiError {
-  return new ApiError(E.ServiceUnavailable);
-}
-
-function serverBusy(): ApiError {
-  return new ApiError(E.CallTimeoutServerBusy, { headers: { 'Retry-After': '15' } });
 }
 
 /** The whole request body: the LB keeps it until a runner has committed to the call. */
@@ -185,23 +177,18 @@ export class LbAgent implements Invoker {
   }
 
   private async run(handle: LbCall, call: Call, body: CallBody, settle: (o: CallOutcome) => void): Promise<CallResponse> {
-    let committed: Extract<Attempt, { kind: 'committed' }> | undefined;
-    let runner: Runner | undefined;
+    let placed: { attempt: Extract<Attempt, { kind: 'committed' }>; runner: Runner };
     try {
-      const bytes = await wholeBody(body);
-      const placed = await this.place(handle, call, bytes);
-      committed = placed.attempt;
-      runner = placed.runner;
+      placed = await this.place(handle, call, await wholeBody(body));
     } catch (err) {
       settle(outcomeOf(call, 503, undefined, err));
       this.done(handle);
       throw err;
     }
-    const attempt = committed;
-    const on = runner;
+    const { attempt, runner: on } = placed;
     handle.log = attempt.log;
     if (this.wantLog) {
-      attempt.log.then((log) => this.tellCalls('onCallLog', (l) => l.onCallLog?.(call, log))).catch(() => undefined);
+      attempt.log.then((log) => this.tellCalls((l) => l.onCallLog?.(call, log))).catch(() => undefined);
     }
     handle.onCancel = () => attempt.cancel();
     if (handle.cancelled !== undefined) attempt.cancel();
@@ -223,7 +210,7 @@ export class LbAgent implements Invoker {
           this.o.placer.report(call.fn.fnId, on, { kind: 'ran', waitMs: outcome.timings.wait_ms, ...(f.initStartTime > 0 ? { startMs: (outcome.timings.image_ms ?? 0) + (outcome.timings.create_ms ?? 0) + (outcome.timings.start_ms ?? 0) } : {}) });
         }
         settle(outcome);
-        this.tellCalls('onCallEnd', (l) => l.onCallEnd?.(call, outcome));
+        this.tellCalls((l) => l.onCallEnd?.(call, outcome));
         this.done(handle);
       }).catch((err: unknown) => this.log.error({ err }, 'could not end a call placed on a runner'));
     }
@@ -274,24 +261,23 @@ export class LbAgent implements Invoker {
     }
   }
 
-  private tellCalls(what: string, fn: (l: CallListener) => void): void {
-    for (const l of this.o.callListeners ?? []) {
+  /** Tells each of `listeners`; one that throws is logged and skipped (the listener rules). */
+  private each<L>(listeners: readonly L[] | undefined, what: string, fn: (l: L) => void): void {
+    for (const l of listeners ?? []) {
       try {
         fn(l);
       } catch (err) {
-        this.log.error({ err }, `a call listener's ${what} threw; it is skipped (listeners must not throw)`);
+        this.log.error({ err }, `a ${what} listener threw; it is skipped (listeners must not throw)`);
       }
     }
   }
 
+  private tellCalls(fn: (l: CallListener) => void): void {
+    this.each(this.o.callListeners, 'call', fn);
+  }
+
   private tell(fn: (l: PlacementListener) => void): void {
-    for (const l of this.o.listeners ?? []) {
-      try {
-        fn(l);
-      } catch (err) {
-        this.log.error({ err }, 'a placement listener threw; it is skipped (listeners must not throw)');
-      }
-    }
+    this.each(this.o.listeners, 'placement', fn);
   }
 
   private done(handle: LbCall): void {
@@ -317,8 +303,8 @@ function traceMetadata(call: Call): grpc.Metadata {
   const h = call.headers;
   for (let i = 0; i + 1 < h.length; i += 2) {
     const name = h[i]!;
-    if (name.length === 11 && name.toLowerCase() === 'traceparent') md.set('traceparent', h[i + 1]!);
-    else if (name.length === 10 && name.toLowerCase() === 'tracestate') md.set('tracestate', h[i + 1]!);
+    if (sameName(name, 'traceparent')) md.set('traceparent', h[i + 1]!);
+    else if (sameName(name, 'tracestate')) md.set('tracestate', h[i + 1]!);
   }
   return md;
 }

@@ -50,13 +50,18 @@ function strings(v: unknown): Record<string, string> {
   return out;
 }
 
+/** A JSON object's value as annotations (an object), else none. */
+function annotations(v: unknown): App['annotations'] {
+  return (v && typeof v === 'object' ? v : {}) as App['annotations'];
+}
+
 /** An app as the API node shows it (Fn's fields; fnts's own where present). */
 function appOf(j: Json): App {
   return {
     id: str(j.id),
     name: str(j.name),
     config: strings(j.config),
-    annotations: (j.annotations && typeof j.annotations === 'object' ? j.annotations : {}) as App['annotations'],
+    annotations: annotations(j.annotations),
     syslog_url: typeof j.syslog_url === 'string' && j.syslog_url !== '' ? j.syslog_url : undefined,
     shape: undefined,
     created_at: str(j.created_at),
@@ -76,7 +81,7 @@ function fnOf(j: Json): Fn {
     idle_timeout: int(j.idle_timeout, 30),
     format: (str(j.format) || 'http-stream') as FnFormat,
     config: strings(j.config),
-    annotations: (j.annotations && typeof j.annotations === 'object' ? j.annotations : {}) as Fn['annotations'],
+    annotations: annotations(j.annotations),
     shape: undefined,
     created_at: str(j.created_at),
     updated_at: str(j.updated_at),

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { Placer, RunnerView } from './placer.js';
 import { PLACER_NAMES } from './placer.js';
 import { ConsistentHashPlacer, createPlacer, jumpHash, NaivePlacer, WaitPlacer } from './placers.js';
+import { seededRandom } from '../../test/support/random.js';
 
 interface TestRunner {
   address: string;
@@ -16,18 +17,6 @@ function pool(n: number): TestRunner[] {
 
 function addresses(round: readonly RunnerView[]): string[] {
   return round.map((r) => r.address);
-}
-
-/** A small seeded PRNG (mulberry32), so property loops and the simulation are reproducible. */
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Fn ids shaped like Fn's (ULIDs). */
@@ -53,7 +42,7 @@ describe('jumpHash', () => {
   }
 
   it('matches Lamping & Veach for random keys and bucket counts', () => {
-    const random = prng(7);
+    const random = seededRandom(7);
     const word = (): number => Math.floor(random() * 2 ** 32) >>> 0;
     const edges = [0, 1, 0xffffffff];
     for (let t = 0; t < 2000; t++) {
@@ -300,7 +289,7 @@ describe('every placer', () => {
   });
 
   it('returns each up runner exactly once and never a down one, whatever it was told', () => {
-    const random = prng(42);
+    const random = seededRandom(42);
     for (const name of PLACER_NAMES) {
       let t = 0;
       const placer = createPlacer(name, { now: () => t, random });
@@ -332,7 +321,7 @@ describe('simulation: 3 runners, 12 fns of Zipf-like popularity', () => {
    * placement made necessary. Every runner accepts every call.
    */
   function simulate(placer: Placer): { starts: number; pairs: number } {
-    const random = prng(2024);
+    const random = seededRandom(2024);
     const fns = FN_IDS.slice(0, 12);
     const weights = fns.map((_, k) => 1 / (k + 1));
     const total = weights.reduce((a, b) => a + b, 0);

@@ -27,29 +27,24 @@ export class RemoteCallStore implements Pick<CallStore, 'insert' | 'insertSerial
   }
 
   async insertSerialized(records: readonly string[], logs: readonly CallLogEntry[] = []): Promise<void> {
-    let batch: string[] = [];
+    const batch = { records: [] as string[], logs: [] as string[] };
     let bytes = 0;
-    let batchLogs: string[] = [];
     const send = async (): Promise<void> => {
-      if (batch.length === 0 && batchLogs.length === 0) return;
-      const body = `{"records":[${batch.join(',')}],"logs":[${batchLogs.join(',')}]}`;
-      batch = [];
-      batchLogs = [];
+      if (bytes === 0) return;
+      const body = `{"records":[${batch.records.join(',')}],"logs":[${batch.logs.join(',')}]}`;
+      batch.records = [];
+      batch.logs = [];
       bytes = 0;
       const res = await fetch(this.url, { method: 'POST', body, headers: { 'Content-Type': 'application/json' }, signal: AbortSignal.timeout(this.timeoutMs) });
       if (!res.ok) throw new Error(`the API node refused call records: ${res.status} ${await res.text()}`);
     };
-    for (const r of records) {
-      if (bytes + r.length > RECORD_BATCH_BYTES) await send();
-      batch.push(r);
-      bytes += r.length;
-    }
-    for (const l of logs) {
-      const json = JSON.stringify(l);
+    const add = async (kind: keyof typeof batch, json: string): Promise<void> => {
       if (bytes + json.length > RECORD_BATCH_BYTES) await send();
-      batchLogs.push(json);
+      batch[kind].push(json);
       bytes += json.length;
-    }
+    };
+    for (const r of records) await add('records', r);
+    for (const l of logs) await add('logs', JSON.stringify(l));
     await send();
   }
 

@@ -19,7 +19,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { CallResponse, Invoker } from '../agent/index.js';
+import { sameName, type CallResponse, type Invoker } from '../agent/index.js';
 import { encodeTriggerAnswer, undecorateTrigger } from '../agent/protocol/trigger.js';
 import { ApiError, callFromJson, E, type Call } from '../models/index.js';
 import {
@@ -126,7 +126,7 @@ function send(stream: EngageServerStream, msg: RunnerMsg): Promise<void> | undef
  */
 function withTraceContext(call: Call, metadata: grpc.Metadata): Call {
   const traceparent = metadata.get('traceparent')[0];
-  if (typeof traceparent !== 'string' || call.headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'traceparent')) return call;
+  if (typeof traceparent !== 'string' || call.headers.some((h, i) => i % 2 === 0 && sameName(h, 'traceparent'))) return call;
   const tracestate = metadata.get('tracestate')[0];
   return { ...call, headers: [...call.headers, 'traceparent', traceparent, ...(typeof tracestate === 'string' ? ['tracestate', tracestate] : [])] };
 }
@@ -189,10 +189,6 @@ export class RunnerServer {
       ctrCreateDuration: 0,
       initStartTime: 0,
     };
-  }
-
-  get isDraining(): boolean {
-    return this.draining;
   }
 
   /**
@@ -269,6 +265,8 @@ export class RunnerServer {
       return;
     }
     const running = this.o.invoker.invoke(call, body.length === 0 ? null : body);
+    // An fnts LB that keeps records asks for the call's log (read only then: reading it keeps it).
+    const log = (): Promise<string> | undefined => (tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);
     // The LB gave up on the call (its caller left, or it is stopping).
     const onCancel = (): void => running.cancel();
     stream.once('cancelled', onCancel);
@@ -285,7 +283,7 @@ export class RunnerServer {
           return;
         }
         this.counted('handled');
-        this.finish(stream, finishedMessage(outcome, call.fn.image, false), tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);
+        this.finish(stream, finishedMessage(outcome, call.fn.image, false), log());
         return;
       }
       this.counted('handled');
@@ -294,7 +292,7 @@ export class RunnerServer {
       for (let i = 0; i + 1 < answer.headers.length; i += 2) headers.push({ key: answer.headers[i]!, value: answer.headers[i + 1]! });
       await send(stream, { result_start: { http: { status_code: answer.status, headers } } });
       await this.sendBody(stream, response.body);
-      this.finish(stream, finishedMessage(await running.outcome, call.fn.image, true), tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);
+      this.finish(stream, finishedMessage(await running.outcome, call.fn.image, true), log());
     } finally {
       stream.off('cancelled', onCancel);
     }
@@ -316,19 +314,16 @@ export class RunnerServer {
     return { ...call, method: caller.method, url: caller.url || call.url, headers: caller.headers };
   }
 
+  /** The answer's body as DataFrames of at most MAX_FRAME_BYTES, whether it came whole or streamed. */
   private async sendBody(stream: EngageServerStream, body: CallResponse['body']): Promise<void> {
-    if (Buffer.isBuffer(body)) {
-      for (let at = 0; at < body.length; at += MAX_FRAME_BYTES) await send(stream, { data: { data: body.subarray(at, at + MAX_FRAME_BYTES), eof: false } });
-      return;
-    }
     try {
-      for await (const chunk of body) {
+      for await (const chunk of Buffer.isBuffer(body) ? [body] : body) {
         const c = chunk as Buffer;
         for (let at = 0; at < c.length; at += MAX_FRAME_BYTES) await send(stream, { data: { data: c.subarray(at, at + MAX_FRAME_BYTES), eof: false } });
         if (stream.destroyed) break;
       }
     } finally {
-      if (!body.destroyed) body.destroy();
+      if (!Buffer.isBuffer(body) && !body.destroyed) body.destroy();
     }
   }
 

@@ -6,14 +6,14 @@
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
-import { Agent, AsyncWorkers, CallSpans, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type Invoker } from '../agent/index.js';
+import { Agent, AsyncWorkers, CallSpans, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type AsyncWorkersOptions, type Invoker } from '../agent/index.js';
 import type { Config, NodeType } from '../config/index.js';
-import { openSqlDatastore, type SqlDatastore } from '../datastore/index.js';
+import { openSqlDatastore, type CallStore, type SqlDatastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
 import { Changes } from '../models/index.js';
 import { InvokeHandler } from './invoke.js';
 import { FnLookup } from './lookup.js';
-import { CallRecorder } from './records.js';
+import { CallRecorder, type CallRecorderOptions } from './records.js';
 import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
 import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
@@ -94,6 +94,44 @@ async function startAgent(config: Config, logger: Logger, changes: Changes, { me
   return agent;
 }
 
+/** The call recorder of a role that keeps records (FNTS_CALL_RECORDS), writing to `store`; undefined when off. */
+function recorderFor(config: Config, logger: Logger, store: CallRecorderOptions['store']): CallRecorder | undefined {
+  if (!config.callRecords) return undefined;
+  return new CallRecorder({ store, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn });
+}
+
+/**
+ * Detached calls: the intake that queues them, and workers that lease them
+ * from the queue and run them through `invoker` while `resources` has async
+ * room. Their records go to `store` (undefined: records are off) at once,
+ * not batched: the queue lets go of a call only once its outcome is kept.
+ */
+function detachedCalls(o: {
+  readonly invoker: Invoker;
+  readonly queue: Queue;
+  readonly resources: AsyncWorkersOptions['resources'];
+  readonly store: Pick<CallStore, 'insert'> | undefined;
+  readonly instance: string;
+  readonly logger: Logger;
+  readonly metrics: Metrics | undefined;
+}): { workers: AsyncWorkers; intake: QueueIntake } {
+  const log = o.logger.child({ module: 'async' });
+  const store = o.store;
+  const workers = new AsyncWorkers({
+    invoker: o.invoker,
+    queue: o.queue,
+    resources: o.resources,
+    log,
+    record: async (r) => {
+      if (store) await store.insert([r]);
+    },
+    instance: o.instance,
+    ...(o.metrics ? { events: o.metrics } : {}),
+  });
+  workers.start();
+  return { workers, intake: new QueueIntake(o.queue, store, workers, log) };
+}
+
 /** What a role runs besides the API: the invoke endpoints and what serves them, if any. */
 interface RoleParts {
   readonly invoke?: InvokeHandler;
@@ -131,36 +169,28 @@ type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes:
 const ROLES: Record<NodeType, Wiring> = {
   async full(config, logger, datastore, changes, queue, { metrics, tracing }) {
     const agent = await startAgent(config, logger, changes, { metrics, tracing });
-    let recorder: CallRecorder | undefined;
-    if (config.callRecords) {
-      recorder = new CallRecorder({ store: datastore.calls, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn });
-      agent.addListener(recorder);
-    }
+    const recorder = recorderFor(config, logger, datastore.calls);
+    if (recorder) agent.addListener(recorder);
     const syslog = new SyslogForwarder(logger.child({ module: 'syslog' }));
     agent.addListener(syslog);
     // Detached calls: the embedded queue in the same database, run by the agent's async workers.
-    const workers = new AsyncWorkers({
+    const { workers, intake: detached } = detachedCalls({
       invoker: agent,
       queue,
       resources: agent.resources,
-      log: logger.child({ module: 'async' }),
-      // Stored at once (not batched): the queue lets go of a call only once its outcome is kept.
-      record: async (r) => {
-        if (recorder) await datastore.calls.insert([r]);
-      },
+      store: recorder ? datastore.calls : undefined,
       instance: agent.config.instance,
-      ...(metrics ? { events: metrics } : {}),
+      logger,
+      metrics,
     });
-    workers.start();
-    const detached = new QueueIntake(queue, recorder ? datastore.calls : undefined, workers, logger.child({ module: 'async' }));
     const invoke = new InvokeHandler({ invoker: agent, detached, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
     // Calls need the engine: without it this node is up (the API works) but not ready for calls.
     return { invoke, invoker: agent, agent, syslog, workers, checks: [engineCheck(agent.driver)], ...(recorder ? { recorder } : {}) };
   },
   async api(config, logger, datastore) {
     // No calls run here, but LBs hand their records in: removed past their retention here.
-    if (!config.callRecords) return {};
-    return { recorder: new CallRecorder({ store: datastore.calls, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn }) };
+    const recorder = recorderFor(config, logger, datastore.calls);
+    return recorder ? { recorder } : {};
   },
   /**
    * The agent behind Fn's gRPC RunnerProtocol. Its resources never block: a
@@ -200,7 +230,7 @@ const ROLES: Record<NodeType, Wiring> = {
     const runners = fleet.runnerAddresses.map((address) => new RunnerClient(address, credentials ? { credentials } : {}));
     // Records and logs of the calls placed here go to the API node, batched as a full node's.
     const store = new RemoteCallStore(fleet.runnerApiUrl!);
-    const recorder = config.callRecords ? new CallRecorder({ store, log: logger.child({ module: 'records' }), retentionMs: config.callRetentionMs, perFn: config.callRetentionPerFn }) : undefined;
+    const recorder = recorderFor(config, logger, store);
     const invoker = new LbAgent({
       runners,
       placer: createPlacer(fleet.placer),
@@ -214,20 +244,16 @@ const ROLES: Record<NodeType, Wiring> = {
     let workers: AsyncWorkers | undefined;
     let detached: QueueIntake | undefined;
     if (config.mqUrl) {
-      workers = new AsyncWorkers({
+      ({ workers, intake: detached } = detachedCalls({
         invoker,
         queue,
         // Runners refuse what they have no room for; the dispatcher tries again a moment later.
         resources: { waitAsyncCapacity: async () => undefined },
-        log: logger.child({ module: 'async' }),
-        record: async (r) => {
-          if (recorder) await store.insert([r]);
-        },
+        store: recorder ? store : undefined,
         instance: selfInstance(),
-        ...(metrics ? { events: metrics } : {}),
-      });
-      workers.start();
-      detached = new QueueIntake(queue, recorder ? store : undefined, workers, logger.child({ module: 'async' }));
+        logger,
+        metrics,
+      }));
     } else {
       logger.warn('no FN_MQ_URL: detached calls (Fn-Invoke-Type: detached) run as synchronous calls on this LB; set FN_MQ_URL=redis://... (shared by the LBs and the API node) to queue them');
     }

@@ -13,14 +13,20 @@ import { canonical, sameName } from './call.js';
 
 const H_PREFIX = 'fn-http-h-';
 
-/** The headers a trigger call's function gets, decorated from the caller's. */
-export function triggerRequestHeaders(call: Call): RawHeaders {
-  const out: RawHeaders = [];
-  const h = call.headers;
-  for (let i = 0; i + 1 < h.length; i += 2) {
-    const name = h[i]!;
-    out.push(sameName(name, 'content-type') ? 'Content-Type' : `Fn-Http-H-${canonical(name)}`, h[i + 1]!);
+/** `out` with each of `headers` appended in the trigger form: Content-Type as it is, every other X as Fn-Http-H-X (X as `name` spells it). */
+function decorate(out: RawHeaders, headers: RawHeaders, name: (raw: string) => string): RawHeaders {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const raw = headers[i]!;
+    out.push(sameName(raw, 'content-type') ? 'Content-Type' : `Fn-Http-H-${name(raw)}`, headers[i + 1]!);
   }
+  return out;
+}
+
+const asIs = (name: string): string => name;
+
+/** The headers a trigger call's function gets, decorated from the caller's (names in Go's canonical form, as Fn sends them). */
+export function triggerRequestHeaders(call: Call): RawHeaders {
+  const out = decorate([], call.headers, canonical);
   out.push('Fn-Http-Method', call.method, 'Fn-Http-Request-Url', call.url, 'Fn-Intent', 'httprequest');
   return out;
 }
@@ -68,10 +74,5 @@ export function undecorateTrigger(headers: RawHeaders): { method: string; url: s
  * as Fn-Http-H-X), so that an LB maps it back to the same answer.
  */
 export function encodeTriggerAnswer(status: number, headers: RawHeaders): { status: number; headers: RawHeaders } {
-  const out: RawHeaders = ['Fn-Http-Status', String(status)];
-  for (let i = 0; i + 1 < headers.length; i += 2) {
-    const name = headers[i]!;
-    out.push(sameName(name, 'content-type') ? 'Content-Type' : `Fn-Http-H-${name}`, headers[i + 1]!);
-  }
-  return { status: status >= 400 ? status : 200, headers: out };
+  return { status: status >= 400 ? status : 200, headers: decorate(['Fn-Http-Status', String(status)], headers, asIs) };
 }

@@ -1,0 +1,14 @@
+/**
+ * A small seeded PRNG (mulberry32) for tests and benchmarks that must be
+ * reproducible: the same seed gives the same sequence in [0, 1).
+ */
+export function seededRandom(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
