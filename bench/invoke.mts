@@ -3,7 +3,8 @@
  * function), against the same function container called directly over its
  * socket — the ceiling — measured in the same run with the same load tool.
  *
- *   npm run bench                  (BENCH_SECONDS=10 per measurement by default)
+ *   npm run bench                  (BENCH_SECONDS=10 per measurement by default;
+ *                                   BENCH_ONLY=throughput,records,metrics,tracing picks parts)
  *
  * Prints: throughput and latency at 1 and 16 connections, through fnts and
  * direct, with ratios; how many containers each launch policy started at 16
@@ -22,6 +23,9 @@ import { cannon, fmt, json, median, procStat, type Figures } from './measure.mjs
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const BODY = JSON.stringify({ name: 'bench' });
+/** BENCH_ONLY=records,metrics,tracing runs only those same-run comparisons (default: everything). */
+const ONLY = new Set((process.env['BENCH_ONLY'] ?? '').split(',').filter(Boolean));
+const wanted = (part: string): boolean => ONLY.size === 0 || ONLY.has(part);
 
 /** A load run against `url` with the benchmark's body, for SECONDS unless told. */
 function load(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number; pid?: number }): Promise<Figures> {
@@ -94,6 +98,14 @@ interface AbSide {
   lowPriorityUs: number;
 }
 
+interface AbResult {
+  on: AbSide;
+  off: AbSide;
+  costPct: number;
+  perRound: number[];
+  rounds: number;
+}
+
 /**
  * Two servers that differ only in `onEnv` / `offEnv`, each with the hello
  * fn, measured at 1 connection in turns (on, off, on, off, ...), so that
@@ -104,7 +116,7 @@ async function abAtOneConnection(
   onEnv: Record<string, string>,
   offEnv: Record<string, string>,
   what: string,
-): Promise<{ on: AbSide; off: AbSide; costPct: number; perRound: number[]; rounds: number }> {
+): Promise<AbResult> {
   const rounds = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
   const seconds = Math.max(3, Math.round(SECONDS / 2));
   const dirs: string[] = [];
@@ -152,54 +164,58 @@ async function main(): Promise<void> {
     process.stdout.write(line + '\n');
   };
 
-  // ---- the ceiling: the function container alone, over its socket
-  const dir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
-  const direct = await dockerRun(image, dir);
-  process.stderr.write('bench: direct, 1 and 16 connections...\n');
-  await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1, seconds: 5 });
-  const d1 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1 });
-  const d16 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 16 });
-  execFileSync('docker', ['rm', '-f', direct.id]);
-  rmSync(dir, { recursive: true, force: true });
-
   const runs: Record<string, { c1: Figures; c16: Figures; containers: number }> = {};
-  for (const policy of ['adaptive', 'seed'] as const) {
-    const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
-    let fnts: FntsProcess | undefined;
-    try {
-      fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', FNTS_LAUNCH_POLICY: policy });
-      const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
-      const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
-      const url = `${fnts.url}/invoke/${fn.id}`;
-      process.stderr.write(`bench: fnts (${policy} launcher), 1 and 16 connections...\n`);
-      await load({ url, connections: 1, seconds: 5 });
-      const pid = fnts.proc.pid;
-      const c1 = policy === 'adaptive' ? await load({ url, connections: 1, pid }) : d1;
-      const c16 = await load({ url, connections: 16, pid });
-      runs[policy] = { c1, c16, containers: await countContainers(`fnts.fn_id=${fn.id}`) };
+  let d1: Figures | undefined;
+  let d16: Figures | undefined;
+  if (wanted('throughput')) {
+    // ---- the ceiling: the function container alone, over its socket
+    const dir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
+    const direct = await dockerRun(image, dir);
+    process.stderr.write('bench: direct, 1 and 16 connections...\n');
+    await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1, seconds: 5 });
+    d1 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1 });
+    d16 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 16 });
+    execFileSync('docker', ['rm', '-f', direct.id]);
+    rmSync(dir, { recursive: true, force: true });
 
-      if (policy === 'adaptive') {
-        process.stderr.write('bench: cold starts...\n');
-        const cold: number[] = [];
-        const base: number[] = [];
-        for (let i = 0; i < 5; i++) {
-          const f = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: `cold${i}`, image });
-          const t0 = performance.now();
-          const res = await fetch(`${fnts.url}/invoke/${f.id}`, { method: 'POST', body: BODY });
-          await res.text();
-          cold.push(performance.now() - t0);
-          base.push(await dockerRunFirstAnswer(image));
+    for (const policy of ['adaptive', 'seed'] as const) {
+      const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
+      let fnts: FntsProcess | undefined;
+      try {
+        fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', FNTS_LAUNCH_POLICY: policy });
+        const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
+        const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
+        const url = `${fnts.url}/invoke/${fn.id}`;
+        process.stderr.write(`bench: fnts (${policy} launcher), 1 and 16 connections...\n`);
+        await load({ url, connections: 1, seconds: 5 });
+        const pid = fnts.proc.pid;
+        const c1 = policy === 'adaptive' ? await load({ url, connections: 1, pid }) : d1!;
+        const c16 = await load({ url, connections: 16, pid });
+        runs[policy] = { c1, c16, containers: await countContainers(`fnts.fn_id=${fn.id}`) };
+
+        if (policy === 'adaptive') {
+          process.stderr.write('bench: cold starts...\n');
+          const cold: number[] = [];
+          const base: number[] = [];
+          for (let i = 0; i < 5; i++) {
+            const f = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: `cold${i}`, image });
+            const t0 = performance.now();
+            const res = await fetch(`${fnts.url}/invoke/${f.id}`, { method: 'POST', body: BODY });
+            await res.text();
+            cold.push(performance.now() - t0);
+            base.push(await dockerRunFirstAnswer(image));
+          }
+          say(`cold start (median of 5): fnts ${fmt(median(cold))} ms, docker run ${fmt(median(base))} ms, ratio ${fmt(median(cold) / median(base), 2)} (goal <= 1.30)`);
         }
-        say(`cold start (median of 5): fnts ${fmt(median(cold))} ms, docker run ${fmt(median(base))} ms, ratio ${fmt(median(cold) / median(base), 2)} (goal <= 1.30)`);
+      } finally {
+        await fnts?.stop();
+        rmSync(dataDir, { recursive: true, force: true });
       }
-    } finally {
-      await fnts?.stop();
-      rmSync(dataDir, { recursive: true, force: true });
     }
   }
 
   // ---- what keeping call records costs: servers with records on and off, measured in turns
-  const records = await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'on' }, { FNTS_CALL_RECORDS: 'off' }, 'call records');
+  const records = wanted('records') ? await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'on' }, { FNTS_CALL_RECORDS: 'off' }, 'call records') : undefined;
   // ---- and what metrics and tracing cost (call records off on both sides), spans sent to an OTLP sink in this process
   const sink = createServer((req, res) => {
     req.resume();
@@ -207,40 +223,40 @@ async function main(): Promise<void> {
   });
   await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
   const otlp = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
-  const metricsOnly = await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'on' }, { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'off' }, 'metrics');
-  const metrics = await abAtOneConnection(
-    image,
-    { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'on', OTEL_EXPORTER_OTLP_ENDPOINT: otlp },
-    { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'off' },
-    'metrics and tracing (every call traced)',
-  );
+  const metricsOnly = wanted('metrics') ? await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'on' }, { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'off' }, 'metrics') : undefined;
+  const metrics = wanted('tracing')
+    ? await abAtOneConnection(
+        image,
+        { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'on', OTEL_EXPORTER_OTLP_ENDPOINT: otlp },
+        { FNTS_CALL_RECORDS: 'off', FNTS_METRICS: 'off' },
+        'metrics and tracing (every call traced)',
+      )
+    : undefined;
   sink.close();
 
-  const a = runs['adaptive']!;
-  const s = runs['seed']!;
-  say(`direct  1 conn: ${fmt(d1.rps)} req/s  p50 ${d1.p50} ms  p99 ${d1.p99} ms`);
-  say(`direct 16 conn: ${fmt(d16.rps)} req/s  p50 ${d16.p50} ms  p99 ${d16.p99} ms`);
-  say(`fnts    1 conn: ${fmt(a.c1.rps)} req/s  p50 ${a.c1.p50} ms  p99 ${a.c1.p99} ms  errors ${a.c1.errors + a.c1.non2xx}`);
-  say(`fnts   16 conn: ${fmt(a.c16.rps)} req/s  p50 ${a.c16.p50} ms  p99 ${a.c16.p99} ms  errors ${a.c16.errors + a.c16.non2xx}  containers started ${a.containers}`);
-  say(`ratio  1 conn: ${fmt((100 * a.c1.rps) / d1.rps, 1)}% of direct (goal >= 40%, aim 50%)`);
-  say(`ratio 16 conn: ${fmt((100 * a.c16.rps) / d16.rps, 1)}% of direct`);
-  say(`fnts server CPU per call: ${fmt(a.c1.cpuUs ?? NaN)} us at 1 conn, ${fmt(a.c16.cpuUs ?? NaN)} us at 16 conn (less noisy than req/s on a shared machine)`);
-  say(
-    `call records at 1 conn (${records.rounds} rounds in turns): on ${fmt(records.on.rps)} req/s, off ${fmt(records.off.rps)} req/s (medians): ` +
-      `records cost ${fmt(records.costPct, 1)}% of throughput (goal <= 5%; rounds ${records.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
-      `server CPU per call on ${fmt(records.on.cpuUs)} us (${fmt(records.on.lowPriorityUs)} us of it in low-priority threads), off ${fmt(records.off.cpuUs)} us`,
-  );
-  say(
-    `metrics alone at 1 conn (${metricsOnly.rounds} rounds in turns): on ${fmt(metricsOnly.on.rps)} req/s, off ${fmt(metricsOnly.off.rps)} req/s (medians): ` +
-      `they cost ${fmt(metricsOnly.costPct, 1)}% of throughput (rounds ${metricsOnly.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
-      `server CPU per call on ${fmt(metricsOnly.on.cpuUs)} us, off ${fmt(metricsOnly.off.cpuUs)} us`,
-  );
-  say(
-    `metrics and tracing, every call traced, at 1 conn (${metrics.rounds} rounds in turns): on ${fmt(metrics.on.rps)} req/s, off ${fmt(metrics.off.rps)} req/s (medians): ` +
-      `they cost ${fmt(metrics.costPct, 1)}% of throughput (goal <= 5%; rounds ${metrics.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
-      `server CPU per call on ${fmt(metrics.on.cpuUs)} us, off ${fmt(metrics.off.cpuUs)} us`,
-  );
-  say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
+  const a = runs['adaptive'];
+  const s = runs['seed'];
+  if (a && s && d1 && d16) {
+    say(`direct  1 conn: ${fmt(d1.rps)} req/s  p50 ${d1.p50} ms  p99 ${d1.p99} ms`);
+    say(`direct 16 conn: ${fmt(d16.rps)} req/s  p50 ${d16.p50} ms  p99 ${d16.p99} ms`);
+    say(`fnts    1 conn: ${fmt(a.c1.rps)} req/s  p50 ${a.c1.p50} ms  p99 ${a.c1.p99} ms  errors ${a.c1.errors + a.c1.non2xx}`);
+    say(`fnts   16 conn: ${fmt(a.c16.rps)} req/s  p50 ${a.c16.p50} ms  p99 ${a.c16.p99} ms  errors ${a.c16.errors + a.c16.non2xx}  containers started ${a.containers}`);
+    say(`ratio  1 conn: ${fmt((100 * a.c1.rps) / d1.rps, 1)}% of direct (goal >= 40%, aim 50%)`);
+    say(`ratio 16 conn: ${fmt((100 * a.c16.rps) / d16.rps, 1)}% of direct`);
+    say(`fnts server CPU per call: ${fmt(a.c1.cpuUs ?? NaN)} us at 1 conn, ${fmt(a.c16.cpuUs ?? NaN)} us at 16 conn (less noisy than req/s on a shared machine)`);
+  }
+  const ab = (label: string, r: AbResult | undefined, extra = ''): void => {
+    if (!r) return;
+    say(
+      `${label} at 1 conn (${r.rounds} rounds in turns): on ${fmt(r.on.rps)} req/s, off ${fmt(r.off.rps)} req/s (medians): ` +
+        `cost ${fmt(r.costPct, 1)}% of throughput${extra} (rounds ${r.perRound.map((c) => fmt(c, 1)).join(', ')}); ` +
+        `server CPU per call on ${fmt(r.on.cpuUs)} us (${fmt(r.on.lowPriorityUs)} us of it in low-priority threads), off ${fmt(r.off.cpuUs)} us`,
+    );
+  };
+  ab('call records', records, ', goal <= 5%');
+  ab('metrics alone', metricsOnly);
+  ab('metrics and tracing, every call traced', metrics, ', goal <= 5%');
+  if (a && s) say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
 }
 
 main().then(

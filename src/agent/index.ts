@@ -15,6 +15,7 @@ export { MAX_STAT_POINTS } from './trace.js';
 export type { CallListener, StartTimings } from './trace.js';
 export { ContainerStates } from './events.js';
 export { CallSpans } from './spans.js';
+export type { CallSpanRecord, SpanRecord, SpanRecorder, StartSpanRecord } from './spans.js';
 export type { ContainerListener, ContainerRef, ContainerState } from './events.js';
 export { functionSpec } from './spec.js';
 export { serverBusy, shuttingDown } from './pool.js';

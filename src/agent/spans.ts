@@ -3,22 +3,26 @@
  * `agent_submit` span per call, started when the call reaches the agent and
  * continuing the caller's W3C `traceparent` (the function gets the call's own
  * traceparent in its place), and, when the call ends, its phases as child
- * spans with the times CallTrace noted: `agent_get_slot` (the wait for a
- * container), within it `agent_wait_hot` (a container already there) or
- * `agent_launch_cold` (the container start the call waited for), then
- * `agent_hot_exec` or `agent_cold_exec`.
+ * spans: `agent_get_slot` (the wait for a container), within it
+ * `agent_wait_hot` (a container already there) or `agent_launch_cold` (the
+ * container start the call waited for, and in it `agent_get_resource_token`),
+ * then `agent_hot_exec` or `agent_cold_exec`.
  *
  * A container's start is a span of its own (`container_start`): every call
  * that waited while it started links its `agent_get_slot` to it.
  *
- * Phases are written after the fact, from timestamps: the call path pays for
- * one span, not six. With tracing off the agent has no CallSpans at all.
+ * What the call path pays for: parsing the caller's traceparent, two ids, the
+ * sampler's decision and, when the call ends, one flat record of its times.
+ * The spans themselves are made from those records, and exported, elsewhere
+ * (a SpanRecorder: telemetry/span-export.ts does it on a thread of its own).
+ * With tracing off the agent has no CallSpans at all.
  */
-import { ROOT_CONTEXT, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type SpanContext, type TextMapGetter, type TextMapSetter, type Tracer } from '@opentelemetry/api';
-import type { StartTimings } from './trace.js';
+import { randomFillSync } from 'node:crypto';
+import { ROOT_CONTEXT, trace, TraceFlags, type Context, type SpanContext, type TextMapGetter } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Call } from '../models/index.js';
 import { sameName, withoutHeaders, type RawHeaders } from './protocol/call.js';
+import type { StartTimings } from './trace.js';
 
 /** Reads a header out of raw [name, value, ...] pairs. */
 const rawGetter: TextMapGetter<RawHeaders> = {
@@ -27,10 +31,6 @@ const rawGetter: TextMapGetter<RawHeaders> = {
     for (let i = 0; i + 1 < raw.length; i += 2) if (sameName(raw[i]!, key)) return raw[i + 1];
     return undefined;
   },
-};
-
-const recordSetter: TextMapSetter<Record<string, string>> = {
-  set: (carrier, key, value) => void (carrier[key] = value),
 };
 
 /** What a call's spans need of it when it ends. */
@@ -52,6 +52,65 @@ export interface CallPhases {
   readonly startLink?: SpanContext | undefined;
 }
 
+/**
+ * A sampled call's spans as one flat record (cheap to keep and to hand to
+ * another thread): ids, the call's ids and its phases. Times are epoch ms;
+ * NaN where the call had no such phase.
+ */
+export interface CallSpanRecord {
+  readonly kind: 'call';
+  readonly traceId: string;
+  readonly spanId: string;
+  /** The caller's span ('' for none) and its tracestate ('' for none). */
+  readonly parentSpanId: string;
+  readonly traceState: string;
+  readonly callId: string;
+  readonly appId: string;
+  readonly fnId: string;
+  /** agent_submit's start: when the call was made (at or before its arrival). */
+  readonly begun: number;
+  readonly arrived: number;
+  readonly waitEnd: number;
+  readonly execStart: number;
+  readonly execEnd: number;
+  readonly ended: number;
+  readonly startMs: number;
+  readonly tokenMs: number;
+  readonly cold: boolean;
+  readonly status: number;
+  /** '' for none. */
+  readonly error: string;
+  /** The container start the call waited for ('' for none). */
+  readonly linkTraceId: string;
+  readonly linkSpanId: string;
+}
+
+/** A container start's span as a flat record; times epoch ms. */
+export interface StartSpanRecord {
+  readonly kind: 'start';
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly appId: string;
+  readonly fnId: string;
+  readonly containerId: string;
+  readonly begun: number;
+  readonly ready: number;
+  readonly tokenMs: number;
+  readonly imageMs: number;
+  readonly createMs: number;
+  readonly startMs: number;
+}
+
+export type SpanRecord = CallSpanRecord | StartSpanRecord;
+
+/** Where sampled spans go: the tracing pipeline (telemetry/tracing.ts). */
+export interface SpanRecorder {
+  /** The sampler's decision for a span `name` of `traceId`, whose parent (if any) is in `parent`. */
+  sampled(parent: Context, traceId: string, name: string): boolean;
+  /** Takes a sampled span's record; never blocks, never throws. */
+  record(r: SpanRecord): void;
+}
+
 /** One call's open `agent_submit` span. */
 export interface CallSpan {
   /** The call as the function gets it: its traceparent is this span's. */
@@ -62,19 +121,42 @@ export interface CallSpan {
 /** W3C Trace Context, used directly rather than through a process-wide registration. */
 const w3c = new W3CTraceContextPropagator();
 
+/** Random ids, as hex, from a pool of random bytes refilled a few KiB at a time. */
+const idPool = Buffer.allocUnsafe(4096);
+let idAt = idPool.length;
+
+function randomId(bytes: 8 | 16): string {
+  for (;;) {
+    if (idAt + bytes > idPool.length) {
+      randomFillSync(idPool);
+      idAt = 0;
+    }
+    const id = idPool.toString('hex', idAt, idAt + bytes);
+    idAt += bytes;
+    // All zeros is W3C's "invalid"; a new draw is cheaper than a check for it elsewhere.
+    if (!/^0+$/.test(id)) return id;
+  }
+}
+
 export class CallSpans {
-  constructor(private readonly tracer: Tracer) {}
+  constructor(private readonly recorder: SpanRecorder) {}
 
   /** Opens `agent_submit` for `call`, a child of the caller's traceparent if it sent one. */
   begin(call: Call): CallSpan {
-    const parent = w3c.extract(ROOT_CONTEXT, call.headers, rawGetter);
-    const attributes: Attributes = { 'fn.call_id': call.id, 'fn.app_id': call.fn.appId, 'fn.fn_id': call.fn.fnId };
-    const span = this.tracer.startSpan('agent_submit', { attributes, startTime: call.createdAt }, parent);
-    const ctx = trace.setSpan(parent, span);
-    const carrier: Record<string, string> = {};
-    w3c.inject(ctx, carrier, recordSetter);
-    const traced = { ...call, headers: withHeaders(call.headers, carrier) };
-    return { call: traced, end: (phases) => this.end(span, ctx, attributes, phases) };
+    const parentCtx = w3c.extract(ROOT_CONTEXT, call.headers, rawGetter);
+    const parent = trace.getSpanContext(parentCtx);
+    const traceId = parent?.traceId ?? randomId(16);
+    const spanId = randomId(8);
+    const sampled = this.recorder.sampled(parentCtx, traceId, 'agent_submit');
+    const traceState = parent?.traceState?.serialize() ?? '';
+    const carrier = [`traceparent`, `00-${traceId}-${spanId}-${sampled ? '01' : '00'}`];
+    if (traceState !== '') carrier.push('tracestate', traceState);
+    const headers = withoutHeaders(call.headers, ['traceparent', 'tracestate']);
+    headers.push(...carrier);
+    const traced = { ...call, headers };
+    if (!sampled) return { call: traced, end: () => undefined };
+    const ids = { traceId, spanId, parentSpanId: parent?.spanId ?? '', traceState };
+    return { call: traced, end: (phases) => this.recorder.record(callRecord(ids, call, phases)) };
   }
 
   /**
@@ -84,45 +166,50 @@ export class CallSpans {
    * links its `agent_get_slot` to it. Undefined when not sampled.
    */
   containerStart(ref: { readonly id: string; readonly appId: string; readonly fnId: string }, t: StartTimings, readyEpochMs: number): SpanContext | undefined {
-    const attributes: Attributes = { 'fn.app_id': ref.appId, 'fn.fn_id': ref.fnId, 'fn.container_id': ref.id, 'fn.token_ms': t.token_ms ?? 0, 'fn.image_ms': t.image_ms, 'fn.create_ms': t.create_ms, 'fn.start_ms': t.start_ms };
-    const begun = readyEpochMs - t.start_ms - t.create_ms - t.image_ms - (t.token_ms ?? 0);
-    const span = this.tracer.startSpan('container_start', { attributes, startTime: begun, root: true });
-    span.end(readyEpochMs);
-    const context = span.spanContext();
-    return (context.traceFlags & TraceFlags.SAMPLED) !== 0 ? context : undefined;
-  }
-
-  private end(span: Span, ctx: Context, attributes: Attributes, p: CallPhases): void {
-    // A call the sampler left out has no phases to write.
-    if (!span.isRecording()) {
-      span.end();
-      return;
-    }
-    const child = (name: string, start: number, end: number, parent: Context = ctx): Context => {
-      const s = this.tracer.startSpan(name, { attributes, startTime: start }, parent);
-      s.end(end);
-      return trace.setSpan(parent, s);
-    };
-    const slot = this.tracer.startSpan('agent_get_slot', { attributes, startTime: p.arrived, ...(p.startLink ? { links: [{ context: p.startLink }] } : {}) }, ctx);
-    const slotCtx = trace.setSpan(ctx, slot);
-    if (p.startMs !== undefined) {
-      // The launch: memory and CPU first, then the container start.
-      const started = Math.max(p.arrived, p.waitEnd - p.startMs);
-      const asked = Math.max(p.arrived, started - p.tokenMs);
-      const launch = child('agent_launch_cold', asked, p.waitEnd, slotCtx);
-      child('agent_get_resource_token', asked, started, launch);
-    } else child('agent_wait_hot', p.arrived, p.waitEnd, slotCtx);
-    slot.end(p.waitEnd);
-    if (p.execStart !== undefined) child(p.cold ? 'agent_cold_exec' : 'agent_hot_exec', p.execStart, p.execEnd ?? p.ended);
-    span.setAttribute('http.response.status_code', p.status);
-    if (p.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, ...(p.error ? { message: p.error } : {}) });
-    span.end(p.ended);
+    const traceId = randomId(16);
+    if (!this.recorder.sampled(ROOT_CONTEXT, traceId, 'container_start')) return undefined;
+    const spanId = randomId(8);
+    const tokenMs = t.token_ms ?? 0;
+    this.recorder.record({
+      kind: 'start',
+      traceId,
+      spanId,
+      appId: ref.appId,
+      fnId: ref.fnId,
+      containerId: ref.id,
+      begun: readyEpochMs - t.start_ms - t.create_ms - t.image_ms - tokenMs,
+      ready: readyEpochMs,
+      tokenMs,
+      imageMs: t.image_ms,
+      createMs: t.create_ms,
+      startMs: t.start_ms,
+    });
+    return { traceId, spanId, traceFlags: TraceFlags.SAMPLED };
   }
 }
 
-/** `raw` with the headers of `carrier` set (replacing any of the same name; the propagator's names are lower-case). */
-function withHeaders(raw: RawHeaders, carrier: Record<string, string>): RawHeaders {
-  const out = withoutHeaders(raw, Object.keys(carrier));
-  for (const [n, v] of Object.entries(carrier)) out.push(n, v);
-  return out;
+function callRecord(ids: { traceId: string; spanId: string; parentSpanId: string; traceState: string }, call: Call, p: CallPhases): CallSpanRecord {
+  return {
+    kind: 'call',
+    traceId: ids.traceId,
+    spanId: ids.spanId,
+    parentSpanId: ids.parentSpanId,
+    traceState: ids.traceState,
+    callId: call.id,
+    appId: call.fn.appId,
+    fnId: call.fn.fnId,
+    begun: Math.min(call.createdAt, p.arrived),
+    arrived: p.arrived,
+    waitEnd: p.waitEnd,
+    execStart: p.execStart ?? NaN,
+    execEnd: p.execEnd ?? NaN,
+    ended: p.ended,
+    startMs: p.startMs ?? NaN,
+    tokenMs: p.tokenMs,
+    cold: p.cold,
+    status: p.status,
+    error: p.error ?? '',
+    linkTraceId: p.startLink?.traceId ?? '',
+    linkSpanId: p.startLink?.spanId ?? '',
+  };
 }

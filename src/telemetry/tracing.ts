@@ -1,20 +1,22 @@
 /**
  * Tracing: on when an OTLP/HTTP endpoint is set (the standard
  * OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), off
- * otherwise, and then it costs nothing: no provider, no spans.
+ * otherwise, and then it costs nothing: no recorder, no spans.
  *
- * The provider is this server's own rather than registered process-wide:
- * the agent is handed its tracer (agent/spans.ts), and the W3C
- * propagation there is explicit too.
+ * Nothing is registered process-wide: the agent is handed the recorder
+ * (agent/spans.ts), which asks the standard sampler (OTEL_TRACES_SAMPLER)
+ * on the call path and exports spans from a thread of its own
+ * (span-export.ts).
  */
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, type Sampler } from '@opentelemetry/sdk-trace-base';
+import { SpanKind, type Context } from '@opentelemetry/api';
+import { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, SamplingDecision, TraceIdRatioBasedSampler, type Sampler } from '@opentelemetry/sdk-trace-base';
+import type { Logger } from 'pino';
+import type { SpanRecord, SpanRecorder } from '../agent/index.js';
 import type { TraceSampler } from '../config/index.js';
-import type { Tracer } from '@opentelemetry/api';
+import { SpanExport } from './span-export.js';
 
 export interface Tracing {
-  readonly tracer: Tracer;
+  readonly recorder: SpanRecorder;
   /** Sends the spans still buffered and stops. Never rejects. */
   shutdown(): Promise<void>;
 }
@@ -25,15 +27,14 @@ function sampler(kind: TraceSampler, ratio: number): Sampler {
   return kind.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root;
 }
 
-export function startTracing(o: { url: string; serviceName: string; version: string; role: string; sampler: { kind: TraceSampler; ratio: number } }): Tracing {
-  const provider = new BasicTracerProvider({
-    sampler: sampler(o.sampler.kind, o.sampler.ratio),
-    resource: resourceFromAttributes({ 'service.name': o.serviceName, 'service.version': o.version, 'fnts.role': o.role }),
-    // Batched off the call path: a slow or absent receiver never holds up a call.
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: o.url }), { scheduledDelayMillis: 1000 })],
-  });
+export function startTracing(o: { url: string; serviceName: string; version: string; role: string; sampler: { kind: TraceSampler; ratio: number }; log: Logger }): Tracing {
+  const decide = sampler(o.sampler.kind, o.sampler.ratio);
+  const spans = new SpanExport({ url: o.url, version: o.version, log: o.log, resource: { 'service.name': o.serviceName, 'service.version': o.version, 'fnts.role': o.role } });
   return {
-    tracer: provider.getTracer('fnts', o.version),
-    shutdown: () => provider.shutdown().catch(() => undefined),
+    recorder: {
+      sampled: (parent: Context, traceId: string, name: string) => decide.shouldSample(parent, traceId, name, SpanKind.INTERNAL, {}, []).decision === SamplingDecision.RECORD_AND_SAMPLED,
+      record: (r: SpanRecord) => spans.record(r),
+    },
+    shutdown: () => spans.shutdown(),
   };
 }
