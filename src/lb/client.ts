@@ -16,12 +16,14 @@
  * them with their first message. A stream that fails UNAVAILABLE before
  * any headers is a call that never reached a runner.
  */
+import { constants as h2, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { PassThrough } from 'node:stream';
-import * as grpc from '@grpc/grpc-js';
 import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
-import { LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, runnerProtocol, wireCallJson, type CallFinishedMsg, type EngageClientStream, type RunnerMsg, type RunnerProtocolClient, type RunnerStatusMsg } from '../runner/index.js';
+import { LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, wireCallJson, type CallFinishedMsg, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
+import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, MessageReader, STATUS_PATH } from '../runner/wire.js';
+import { H2Channel, type ChannelTls } from './channel.js';
 
 export type Attempt =
   | { readonly kind: 'refused'; readonly reason: string }
@@ -39,67 +41,90 @@ export type Attempt =
     };
 
 export interface RunnerClientOptions {
-  /** TLS to the runner; plaintext when absent. */
-  readonly credentials?: grpc.ChannelCredentials;
+  /** Mutual TLS to the runner (CA, key, certificate); plaintext when absent. */
+  readonly tls?: ChannelTls | undefined;
   /** Added to each call's timeout for the stream's deadline (the runner enforces the timeout itself). */
   readonly graceMs?: number;
 }
 
-/** gRPC errors that mean the request never reached a runner. */
-function neverArrived(err: grpc.ServiceError): boolean {
-  return err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED || err.code === grpc.status.CANCELLED;
-}
+/** The most bytes one message from a runner may have. */
+const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
-/** The TryCall and the body, the body in frames (an empty body is one empty frame with eof). */
-function writeRequest(stream: EngageClientStream, call: Call, body: Buffer, wantLog: boolean): void {
-  stream.write({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions: wantLog ? { [LOG_EXTENSION]: '1' } : {} } });
+/** The TryCall and the body, the body in frames (an empty body is one empty frame with eof), as one write. */
+function requestBytes(call: Call, body: Buffer, wantLog: boolean): Buffer {
+  const parts: Buffer[] = [encodeClientMsg({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions: wantLog ? { [LOG_EXTENSION]: '1' } : {} } })];
   let at = 0;
   do {
     const end = Math.min(body.length, at + MAX_FRAME_BYTES);
-    stream.write({ data: { data: body.subarray(at, end), eof: end === body.length } });
+    const msg: ClientMsg = { data: { data: body.subarray(at, end), eof: end === body.length } };
+    parts.push(encodeClientMsg(msg));
     at = end;
   } while (at < body.length);
-  stream.end();
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+}
+
+/** A gRPC call's outcome from its trailers (or a trailers-only answer's headers). */
+interface GrpcEnd {
+  readonly code: number;
+  readonly details: string;
+  readonly headers: IncomingHttpHeaders;
+}
+
+function grpcEnd(headers: IncomingHttpHeaders): GrpcEnd | undefined {
+  const status = headers['grpc-status'];
+  if (status === undefined) return undefined;
+  return { code: Number(status), details: grpcMessage(headers['grpc-message']), headers };
+}
+
+/** Request headers of a gRPC call on `path`, with `metadata`, due within `timeoutMs`. */
+function grpcHeaders(path: string, metadata: Record<string, string>, timeoutMs: number): Record<string, string> {
+  return {
+    ...metadata,
+    [h2.HTTP2_HEADER_METHOD]: 'POST',
+    [h2.HTTP2_HEADER_PATH]: path,
+    [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
+    te: 'trailers',
+    'grpc-timeout': grpcTimeout(timeoutMs),
+    'user-agent': 'fnts-lb',
+  };
 }
 
 export class RunnerClient {
-  private readonly client: RunnerProtocolClient;
+  private readonly channel: H2Channel;
   private readonly graceMs: number;
 
   constructor(
     readonly address: string,
     options: RunnerClientOptions = {},
   ) {
-    const { Client } = runnerProtocol();
-    this.client = new Client(address, options.credentials ?? grpc.credentials.createInsecure(), {
-      // A runner that went away is found within seconds, not at the next call's failure.
-      'grpc.keepalive_time_ms': 10_000,
-      'grpc.keepalive_timeout_ms': 5_000,
-      'grpc.keepalive_permit_without_calls': 1,
-      // While a runner is unreachable the channel redials it by itself and
-      // the LB places nothing on it (LbAgent's `up`): this ceiling is how
-      // long a restarted runner may wait to be dialed again, one failed
-      // connect a second at most while it stays down.
-      'grpc.initial_reconnect_backoff_ms': 100,
-      'grpc.max_reconnect_backoff_ms': 1_000,
-      'grpc.max_receive_message_length': 8 * 1024 * 1024,
-      // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, 1 MiB by default).
-      'grpc.max_metadata_size': 4 * 1024 * 1024,
-    });
+    // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, 1 MiB by default, base64).
+    this.channel = new H2Channel(address, { tls: options.tls, maxHeaderListBytes: 4 * 1024 * 1024 });
     this.graceMs = options.graceMs ?? 10_000;
   }
 
-  /** True when the channel is connected or may be (not in a failure backoff). */
+  /** True when the runner is connected or may be (no failed connection since it last answered). */
   get reachable(): boolean {
-    return this.client.getChannel().getConnectivityState(false) !== grpc.connectivityState.TRANSIENT_FAILURE;
+    return this.channel.reachable;
   }
 
-  /** Tries to run `call` on this runner (see Attempt); `wantLog`: ask for the call's log. Never rejects. */
-  engage(call: Call, body: Buffer, metadata: grpc.Metadata = new grpc.Metadata(), wantLog = false): Promise<Attempt> {
-    const stream = this.client.Engage(metadata, { deadline: Date.now() + call.fn.timeoutS * 1000 + this.graceMs });
+  /**
+   * Tries to run `call` on this runner (see Attempt); `metadata`: headers
+   * for the Engage stream (the caller's trace context); `wantLog`: ask for
+   * the call's log. Never rejects.
+   */
+  engage(call: Call, body: Buffer, metadata: Record<string, string> = {}, wantLog = false): Promise<Attempt> {
+    const timeoutMs = call.fn.timeoutS * 1000 + this.graceMs;
+    let stream: ClientHttp2Stream;
+    try {
+      stream = this.channel.request(grpcHeaders(ENGAGE_PATH, metadata, timeoutMs));
+    } catch (err) {
+      return Promise.resolve({ kind: 'failed', reason: err instanceof Error ? err.message : String(err) });
+    }
     return new Promise<Attempt>((resolve) => {
       let accepted = false;
       let decided = false;
+      /** A CallFinished arrived, or the stream is over. */
+      let ended = false;
       let resultStart: { status: number; headers: RawHeaders } | undefined;
       let bodyOut: PassThrough | undefined;
       let settleResponse: ((r: CallResponse) => void) | undefined;
@@ -108,35 +133,37 @@ export class RunnerClient {
       const finished = new Promise<CallFinishedMsg | undefined>((r) => (settleFinished = r));
       let settleLog: (log: string) => void = () => undefined;
       const log = new Promise<string>((r) => (settleLog = r));
-      stream.on('status', (status: grpc.StatusObject) => {
-        const bytes = status.metadata.get(LOG_TRAILER)[0];
-        settleLog(Buffer.isBuffer(bytes) ? bytes.toString() : '');
-      });
+      /** How the gRPC call ended: its trailers, or what we made of a broken stream. */
+      let end: GrpcEnd | undefined;
+      let broken: { code: number; details: string } | undefined;
+      const reader = new MessageReader(MAX_MESSAGE_BYTES);
+      const cancel = (code: number = GrpcStatus.CANCELLED, details = 'Cancelled on client'): void => {
+        broken ??= { code, details };
+        if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+      };
+      const deadline = setTimeout(() => cancel(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded'), timeoutMs);
+      deadline.unref();
 
       const commit = (): void => {
         if (decided) return;
         decided = true;
         const response = new Promise<CallResponse>((res, rej) => ((settleResponse = res), (failResponse = rej)));
         response.catch(() => undefined);
-        resolve({ kind: 'committed', response, finished, log, cancel: () => stream.cancel() });
+        resolve({ kind: 'committed', response, finished, log, cancel: () => cancel() });
       };
       const answer = (): void => {
         if (!resultStart || !settleResponse) return;
         bodyOut = new PassThrough();
         // The caller left or the answer was dropped: the runner is told.
         bodyOut.once('close', () => {
-          if (!ended) stream.cancel();
+          if (!ended) cancel();
         });
         const mapped = call.triggerId !== undefined ? triggerAnswer(resultStart.status, resultStart.headers) : resultStart;
         settleResponse({ status: mapped.status, headers: mapped.headers, body: bodyOut });
         settleResponse = undefined;
       };
-      let ended = false;
-
-      stream.on('metadata', () => {
-        accepted = true;
-      });
-      stream.on('data', (msg: RunnerMsg) => {
+      const onMessage = (msg: RunnerMsg): void => {
+        if (ended) return;
         if (msg.result_start) {
           const http = msg.result_start.http;
           const headers: RawHeaders = [];
@@ -158,10 +185,10 @@ export class RunnerClient {
         } else if (msg.finished) {
           const f = msg.finished;
           ended = true;
+          settleFinished(f);
           if (!decided && !resultStart && !f.success && f.errorCode === 503 && f.startedAt === '') {
             decided = true;
             resolve({ kind: 'refused', reason: f.errorStr || 'runner too busy' });
-            settleFinished(f);
             return;
           }
           commit();
@@ -173,44 +200,102 @@ export class RunnerClient {
           } else {
             failResponse?.(remoteError(f.errorCode || 500, f.errorStr || 'Unknown Error From Pure Runner', f.errorUser));
           }
-          settleFinished(f);
+        }
+      };
+
+      stream.on('response', (headers) => {
+        // A trailers-only answer is an error before anything was accepted.
+        end = grpcEnd(headers);
+        if (end) return;
+        const status = Number(headers[h2.HTTP2_HEADER_STATUS]);
+        if (status !== 200) broken = { code: status === 503 || status === 502 || status === 504 ? GrpcStatus.UNAVAILABLE : GrpcStatus.UNKNOWN, details: `the runner answered HTTP ${status}` };
+        else accepted = true;
+      });
+      stream.on('data', (chunk: Buffer) => {
+        try {
+          for (const bytes of reader.push(chunk)) onMessage(decodeRunnerMsg(bytes));
+        } catch (err) {
+          cancel(GrpcStatus.INTERNAL, `a bad message from the runner: ${err instanceof Error ? err.message : String(err)}`);
         }
       });
-      stream.on('error', (err: grpc.ServiceError) => {
-        ended = true;
-        if (!decided && !accepted && neverArrived(err)) {
-          decided = true;
-          resolve({ kind: 'failed', reason: err.details || err.message });
-        } else {
-          commit();
-          const lost = remoteError(502, `runner ${this.address} failed during the call: ${err.details || err.message}`);
-          failResponse?.(lost);
-          bodyOut?.destroy(lost);
-        }
-        settleFinished(undefined);
-        settleLog('');
+      stream.on('trailers', (headers) => {
+        end = grpcEnd(headers) ?? { code: GrpcStatus.UNKNOWN, details: 'trailers without a grpc-status', headers };
       });
-      stream.on('end', () => {
+      stream.on('error', (err: Error & { code?: string }) => {
+        // A connection that failed or went away before the runner answered: nothing reached it.
+        broken ??= { code: GrpcStatus.UNAVAILABLE, details: err.message };
+      });
+      stream.on('close', () => {
+        clearTimeout(deadline);
+        const logBytes = end?.headers[LOG_TRAILER];
+        settleLog(typeof logBytes === 'string' ? Buffer.from(logBytes, 'base64').toString() : '');
         if (ended) return;
         ended = true;
-        // The stream closed without a CallFinished.
-        commit();
-        if (resultStart) bodyOut?.end();
-        else failResponse?.(remoteError(502, `runner ${this.address} ended the call without an answer`));
         settleFinished(undefined);
+        const failure =
+          broken ??
+          (end && end.code !== GrpcStatus.OK ? { code: end.code, details: end.details } : undefined) ??
+          (end
+            ? undefined
+            : // Reset before any answer (a refused stream, a connection the runner dropped or could not speak): nothing reached it.
+              { code: accepted && stream.rstCode !== h2.NGHTTP2_REFUSED_STREAM ? GrpcStatus.INTERNAL : GrpcStatus.UNAVAILABLE, details: `stream reset by the runner (code ${stream.rstCode})` });
+        if (!failure) {
+          // The stream closed without a CallFinished.
+          commit();
+          if (resultStart) bodyOut?.end();
+          else failResponse?.(remoteError(502, `runner ${this.address} ended the call without an answer`));
+          return;
+        }
+        const neverArrived = failure.code === GrpcStatus.UNAVAILABLE || failure.code === GrpcStatus.DEADLINE_EXCEEDED || failure.code === GrpcStatus.CANCELLED;
+        if (!decided && !accepted && neverArrived) {
+          decided = true;
+          resolve({ kind: 'failed', reason: failure.details });
+          return;
+        }
+        commit();
+        const lost = remoteError(502, `runner ${this.address} failed during the call: ${failure.details}`);
+        failResponse?.(lost);
+        bodyOut?.destroy(lost);
       });
-      writeRequest(stream, call, body, wantLog);
+      stream.end(requestBytes(call, body, wantLog));
     });
   }
 
   /** The runner's RunnerStatus (calls in flight, received, handled). */
   status(timeoutMs = 2000): Promise<RunnerStatusMsg> {
     return new Promise((resolve, reject) => {
-      this.client.Status({}, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, status) => (err || !status ? reject(err ?? new Error('no status')) : resolve(status)));
+      let stream: ClientHttp2Stream;
+      try {
+        stream = this.channel.request(grpcHeaders(STATUS_PATH, {}, timeoutMs));
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      const timer = setTimeout(() => stream.close(h2.NGHTTP2_CANCEL), timeoutMs);
+      const reader = new MessageReader(MAX_MESSAGE_BYTES);
+      let status: RunnerStatusMsg | undefined;
+      let end: GrpcEnd | undefined;
+      let error: Error | undefined;
+      stream.on('response', (headers) => (end = grpcEnd(headers)));
+      stream.on('data', (chunk: Buffer) => {
+        try {
+          for (const bytes of reader.push(chunk)) status = decodeRunnerStatus(bytes);
+        } catch (err) {
+          error = err instanceof Error ? err : new Error(String(err));
+        }
+      });
+      stream.on('trailers', (headers) => (end = grpcEnd(headers)));
+      stream.on('error', (err: Error) => (error ??= err));
+      stream.on('close', () => {
+        clearTimeout(timer);
+        if (status && end?.code === GrpcStatus.OK) resolve(status);
+        else reject(error ?? new Error(end ? `runner status failed: ${end.details || `gRPC status ${end.code}`}` : `no status from ${this.address} within ${timeoutMs} ms`));
+      });
+      stream.end(encodeEmpty());
     });
   }
 
   close(): void {
-    this.client.close();
+    this.channel.close();
   }
 }

@@ -16,7 +16,6 @@
  * 5 s) and then tried again; gRPC reconnects underneath meanwhile.
  */
 import type { Readable } from 'node:stream';
-import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../agent/index.js';
 import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
@@ -69,12 +68,12 @@ class Runner implements RunnerView {
   }
 
   /**
-   * Not held down, and its channel not in TRANSIENT_FAILURE. A call on such
-   * a channel fails at once without dialing; counted as a failure, it
-   * doubled the hold-down while gRPC's own backoff ran, and a restarted
-   * runner waited for both (4-5 s, up to 5 s + 5 s). The channel needs no
-   * calls to recover: grpc-js's pick_first redials in the background while
-   * in TRANSIENT_FAILURE and leaves it once the runner accepts a connection.
+   * Not held down, and its channel reachable (no failed connection since
+   * the runner last answered). Counting calls on an unreachable channel as
+   * failures would double the hold-down while the channel's own redial
+   * runs, and a restarted runner would wait for both. The channel needs no
+   * calls to recover: it redials in the background (lb/channel.ts) and is
+   * reachable again once the runner accepts a connection.
    */
   get up(): boolean {
     return this.downUntil <= performance.now() && this.client.reachable;
@@ -298,13 +297,13 @@ export class LbAgent implements Invoker {
 }
 
 /** The caller's W3C trace context, carried in the Engage stream's metadata too. */
-function traceMetadata(call: Call): grpc.Metadata {
-  const md = new grpc.Metadata();
+function traceMetadata(call: Call): Record<string, string> {
+  const md: Record<string, string> = {};
   const h = call.headers;
   for (let i = 0; i + 1 < h.length; i += 2) {
     const name = h[i]!;
-    if (sameName(name, 'traceparent')) md.set('traceparent', h[i + 1]!);
-    else if (sameName(name, 'tracestate')) md.set('tracestate', h[i + 1]!);
+    if (sameName(name, 'traceparent')) md['traceparent'] = h[i + 1]!;
+    else if (sameName(name, 'tracestate')) md['tracestate'] = h[i + 1]!;
   }
   return md;
 }

@@ -225,9 +225,9 @@ const ROLES: Record<NodeType, Wiring> = {
   async lb(config, logger, _datastore, _changes, queue, { metrics }) {
     const { fleet } = config;
     const tls = fleet.tls;
-    const credentials = tls ? grpc.credentials.createSsl(readFileSync(tls.ca), readFileSync(tls.key), readFileSync(tls.cert)) : undefined;
+    const runnerTls = tls ? { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert) } : undefined;
     if (!tls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
-    const runners = fleet.runnerAddresses.map((address) => new RunnerClient(address, credentials ? { credentials } : {}));
+    const runners = fleet.runnerAddresses.map((address) => new RunnerClient(address, { tls: runnerTls }));
     // Records and logs of the calls placed here go to the API node, batched as a full node's.
     const store = new RemoteCallStore(fleet.runnerApiUrl!);
     const recorder = recorderFor(config, logger, store);

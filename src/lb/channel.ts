@@ -1,0 +1,138 @@
+/**
+ * One HTTP/2 connection to a runner, for gRPC calls made on it directly
+ * (runner/wire.ts says why not through grpc-js): connected when first
+ * needed, kept alive with pings, and, after a failure, redialed in the
+ * background with a growing pause (100 ms to 1 s) until the runner answers
+ * again. Meanwhile `reachable` is false: the LB places nothing here, and a
+ * call that asks anyway fails at once, as never sent.
+ */
+import * as http2 from 'node:http2';
+import type { SecureClientSessionOptions } from 'node:http2';
+
+export interface ChannelTls {
+  readonly ca: Buffer;
+  readonly key: Buffer;
+  readonly cert: Buffer;
+}
+
+export interface ChannelOptions {
+  /** Mutual TLS to the runner; plaintext when absent. */
+  readonly tls?: ChannelTls | undefined;
+  /** The most header bytes accepted (the runner sends a call's log in its trailers). */
+  readonly maxHeaderListBytes?: number;
+}
+
+const KEEPALIVE_MS = 10_000;
+const KEEPALIVE_TIMEOUT_MS = 5_000;
+const FIRST_REDIAL_MS = 100;
+const MAX_REDIAL_MS = 1_000;
+const CONNECT_TIMEOUT_MS = 5_000;
+
+export class H2Channel {
+  private session: http2.ClientHttp2Session | undefined;
+  private failing = false;
+  private redialMs = FIRST_REDIAL_MS;
+  private redialTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private readonly authority: string;
+
+  constructor(
+    readonly address: string,
+    private readonly o: ChannelOptions = {},
+  ) {
+    this.authority = `${o.tls ? 'https' : 'http'}://${address}`;
+  }
+
+  /** False after the connection failed, until a redial succeeds. */
+  get reachable(): boolean {
+    return !this.failing;
+  }
+
+  /**
+   * Opens a stream with `headers` on the connection (dialing it if need be).
+   * Throws when the channel is closed; a connection that fails makes the
+   * stream fail with an error (and 'close'), as on any HTTP/2 stream.
+   */
+  request(headers: http2.OutgoingHttpHeaders): http2.ClientHttp2Stream {
+    if (this.closed) throw new Error('the channel is closed');
+    return this.connect().request(headers, { endStream: false });
+  }
+
+  private connect(): http2.ClientHttp2Session {
+    if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
+    const options: SecureClientSessionOptions = {
+      settings: { maxHeaderListSize: this.o.maxHeaderListBytes ?? 4 * 1024 * 1024, enablePush: false, initialWindowSize: 1024 * 1024 },
+      maxHeaderListPairs: 4096,
+      ...(this.o.tls ? { ca: this.o.tls.ca, key: this.o.tls.key, cert: this.o.tls.cert, ALPNProtocols: ['h2'] } : {}),
+    };
+    const session = http2.connect(this.authority, options);
+    this.session = session;
+    const dialTimer = setTimeout(() => session.destroy(new Error(`no connection to ${this.address} within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+    dialTimer.unref();
+    let connected = false;
+    let keepalive: NodeJS.Timeout | undefined;
+    session.once('connect', () => {
+      clearTimeout(dialTimer);
+      connected = true;
+      this.failing = false;
+      this.redialMs = FIRST_REDIAL_MS;
+      // The connection's own window: a large answer streams without waiting on window updates.
+      try {
+        session.setLocalWindowSize(8 * 1024 * 1024);
+      } catch {
+        // a closing session: the default window still works
+      }
+      keepalive = this.keepalive(session);
+    });
+    // Errors end in 'close'; the streams on the session get their own.
+    session.on('error', () => clearTimeout(dialTimer));
+    session.once('close', () => {
+      clearTimeout(dialTimer);
+      if (this.session === session) this.session = undefined;
+      clearInterval(keepalive);
+      // A connection that never came up is a runner that cannot be reached now.
+      if (!connected) this.fail();
+    });
+    session.once('goaway', () => {
+      // The runner is closing this connection (draining, or restarting): new calls get a new one.
+      if (this.session === session) this.session = undefined;
+    });
+    return session;
+  }
+
+  /** The connection failed: unreachable until the background redial gets through. */
+  private fail(): void {
+    if (this.closed) return;
+    this.failing = true;
+    if (this.redialTimer) return;
+    this.redialTimer = setTimeout(() => {
+      this.redialTimer = undefined;
+      if (this.closed || (this.session && !this.session.destroyed)) return;
+      this.redialMs = Math.min(MAX_REDIAL_MS, this.redialMs * 2);
+      this.connect();
+    }, this.redialMs);
+    this.redialTimer.unref();
+  }
+
+  /** Pings the runner every KEEPALIVE_MS; a ping unanswered for KEEPALIVE_TIMEOUT_MS ends the connection. */
+  private keepalive(session: http2.ClientHttp2Session): NodeJS.Timeout {
+    const timer = setInterval(() => {
+      const timeout = setTimeout(() => session.destroy(new Error('keepalive ping unanswered')), KEEPALIVE_TIMEOUT_MS);
+      timeout.unref();
+      const sent = session.ping((err) => {
+        clearTimeout(timeout);
+        if (err) session.destroy(err);
+      });
+      if (!sent) clearTimeout(timeout);
+    }, KEEPALIVE_MS);
+    timer.unref();
+    return timer;
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.redialTimer);
+    this.session?.close();
+    this.session = undefined;
+  }
+}
