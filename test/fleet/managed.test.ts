@@ -4,76 +4,20 @@
  * needs. The manager here is a stand-in: a real gRPC server speaking Fn's
  * 2018 protocol (loaded from the spec's own .proto, a copy in fixtures/),
  * whose membership the test sets; the API node, the three pure runners and
- * the LB are production wiring with real containers, as in fleet.test.ts.
+ * the LB are production wiring with real containers, as in fleet.test.ts
+ * (fixtures/stand-in-npm.ts).
  *
  * The LB places round robin (FN_PLACER=naive), so every listed runner takes
  * a share of each burst whatever the fns' hashes. Which runner got a call is
  * read from the runners' own Status (requests received).
  */
-import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunnerClient } from '../../src/lb/index.js';
 import { probeImage } from '../support/functions.js';
 import { dockerReachable, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
-
-interface Advertised {
-  lb_id: string;
-  ts: { seconds: number; nanos: number };
-  snapshots: { group_id: { id: string }; mem_mb_total: number }[];
-}
-
-/** The stand-in pool manager: answers GetLBGroup from `members`, keeps every AdvertiseCapacity. */
-class StandInManager {
-  readonly members = new Map<string, string[]>();
-  readonly ads: Advertised[] = [];
-  /** GetLBGroup answers per group, to know the LB has asked since a change. */
-  readonly answers = new Map<string, number>();
-  private readonly server = new grpc.Server();
-  port = 0;
-
-  async start(): Promise<void> {
-    const definition = loadSync(fileURLToPath(new URL('./fixtures/fn-poolmanager-2018.proto', import.meta.url)), { keepCase: true, longs: Number, defaults: true });
-    const proto = grpc.loadPackageDefinition(definition) as unknown as Record<'RunnerManager' | 'NodePoolScaler', { service: grpc.ServiceDefinition }>;
-    this.server.addService(proto.RunnerManager.service, {
-      GetLBGroup: (call: grpc.ServerUnaryCall<{ id: string }, unknown>, reply: grpc.sendUnaryData<unknown>) => {
-        const group = call.request.id;
-        this.answers.set(group, (this.answers.get(group) ?? 0) + 1);
-        reply(null, { group_id: { id: group }, runners: (this.members.get(group) ?? []).map((address) => ({ address })) });
-      },
-    });
-    this.server.addService(proto.NodePoolScaler.service, {
-      AdvertiseCapacity: (call: grpc.ServerUnaryCall<Advertised, unknown>, reply: grpc.sendUnaryData<unknown>) => {
-        this.ads.push(call.request);
-        reply(null, {});
-      },
-    });
-    this.port = await new Promise<number>((resolve, reject) => this.server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
-  }
-
-  /** Sets a group's runners and resolves once the LB has asked for the group twice since (so it holds the new list). */
-  async list(group: string, runners: string[]): Promise<void> {
-    this.members.set(group, runners);
-    const seen = this.answers.get(group) ?? 0;
-    expect(await eventually(() => (this.answers.get(group) ?? 0) >= seen + 2, 5_000, 20)).toBe(true);
-  }
-
-  /** The last need the LB advertised for `group`, in MB (undefined before any). */
-  need(group: string): number | undefined {
-    for (let i = this.ads.length - 1; i >= 0; i--) {
-      const s = this.ads[i]!.snapshots.find((x) => x.group_id.id === group);
-      if (s) return s.mem_mb_total;
-    }
-    return undefined;
-  }
-
-  close(): void {
-    this.server.forceShutdown();
-  }
-}
+import { StandInManager } from './fixtures/stand-in-npm.js';
 
 const docker = await dockerReachable();
 
