@@ -25,6 +25,7 @@ const spec = functionSpec({
   config: {},
   annotations: {},
   syslogUrl: undefined,
+  runnerGroup: 'default',
 });
 
 interface Line {

@@ -92,8 +92,23 @@ describe('compileConfig', () => {
       expect(compileConfig({ FN_NODE_TYPE: 'pure-runner' }, dir).fleet.grpcPort).toBe(9190);
     });
 
+    it('takes an LB\'s runners from a pool manager with Fn\'s FN_NPM_ADDRESS instead, polled and told every second by default', () => {
+      const f = compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_NPM_ADDRESS: 'fn-npm:9190' }, dir).fleet;
+      expect(f.npmAddress).toBe('fn-npm:9190');
+      expect(f.runnerAddresses).toEqual([]);
+      expect([f.npmPollMs, f.npmAdvertiseMs]).toEqual([1000, 1000]);
+      const fast = compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_NPM_ADDRESS: '10.0.0.9:9190', FNTS_NPM_POLL_MSECS: '200', FNTS_NPM_ADVERTISE_MSECS: '250' }, dir).fleet;
+      expect([fast.npmPollMs, fast.npmAdvertiseMs]).toEqual([200, 250]);
+      expect(compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190' }, dir).fleet.npmAddress).toBeUndefined();
+    });
+
     it.each([
       [{ FN_NODE_TYPE: 'lb', FN_RUNNER_ADDRESSES: 'r:9190' }, 'FN_NODE_TYPE=lb needs FN_RUNNER_API_URL'],
+      [{ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080' }, 'or FN_NPM_ADDRESS, a pool manager that lists them'],
+      [{ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190', FN_NPM_ADDRESS: 'npm:9190' }, 'FN_RUNNER_ADDRESSES and FN_NPM_ADDRESS both set: an LB takes its runners from one of them'],
+      [{ FN_NPM_ADDRESS: 'http://npm:9190' }, 'FN_NPM_ADDRESS=http://npm:9190 is not host:port'],
+      [{ FNTS_NPM_ADVERTISE_MSECS: '10' }, 'FNTS_NPM_ADVERTISE_MSECS=10 is out of range; use a value from 50 to 600000 milliseconds'],
+      [{ FNTS_NPM_POLL_MSECS: 'often' }, 'FNTS_NPM_POLL_MSECS=often is not a whole number of milliseconds'],
       [{ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080' }, 'FN_NODE_TYPE=lb needs FN_RUNNER_ADDRESSES'],
       [{ FN_RUNNER_ADDRESSES: 'r:9190,nope' }, 'FN_RUNNER_ADDRESSES has nope, which is not host:port'],
       [{ FN_RUNNER_API_URL: 'api:8080' }, 'FN_RUNNER_API_URL=api:8080 is not an http(s) URL'],

@@ -82,15 +82,25 @@ export interface FleetSettings {
   readonly grpcPort: number;
   /** FN_RUNNER_API_URL: an LB's API node (apps, fns, triggers); required for lb. */
   readonly runnerApiUrl: string | undefined;
-  /** FN_RUNNER_ADDRESSES (host:port,...): an LB's runners; required for lb. */
+  /** FN_RUNNER_ADDRESSES (host:port,...): an LB's runners, the same for every runner group; an lb needs this or npmAddress. */
   readonly runnerAddresses: readonly string[];
+  /**
+   * FN_NPM_ADDRESS (host:port, Fn's 2018 variable): the pool manager an LB
+   * asks for each runner group's runners and tells what each group needs;
+   * instead of FN_RUNNER_ADDRESSES.
+   */
+  readonly npmAddress: string | undefined;
+  /** FNTS_NPM_POLL_MSECS (1000): how often an LB asks the pool manager for each group's runners. */
+  readonly npmPollMs: number;
+  /** FNTS_NPM_ADVERTISE_MSECS (1000): how often an LB tells the pool manager what each group needs. */
+  readonly npmAdvertiseMs: number;
   /** FN_PLACER (wait): naive (round robin, as Fn), ch (consistent hash, as Fn) or wait (ours). */
   readonly placer: PlacerKind;
   /** FNTS_LB_CACHE_MSECS (1000): how long an LB uses an app, fn or trigger before asking the API node again. */
   readonly lbCacheMs: number;
   /**
    * FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY, FNTS_GRPC_TLS_CA (files, PEM): mutual
-   * TLS between LBs and runners, all three or none. Undefined = plaintext.
+   * TLS between LBs and runners (and an LB's pool manager), all three or none. Undefined = plaintext.
    */
   readonly tls: { readonly cert: string; readonly key: string; readonly ca: string } | undefined;
 }
@@ -334,21 +344,35 @@ function fleetSettings(env: Env, nodeType: NodeType): FleetSettings {
   if (runnerApiUrl !== undefined && !/^https?:\/\/[^/\s]+/.test(runnerApiUrl)) {
     throw new ConfigError(`FN_RUNNER_API_URL=${runnerApiUrl} is not an http(s) URL; use the API node's address, e.g. http://fn-api:8080`);
   }
+  const npmAddress = read(env, 'FN_NPM_ADDRESS');
+  if (npmAddress !== undefined && !isHostPort(npmAddress)) {
+    throw new ConfigError(`FN_NPM_ADDRESS=${npmAddress} is not host:port; give the pool manager's gRPC address, e.g. fn-npm:9190`);
+  }
   if (nodeType === 'lb') {
     if (runnerApiUrl === undefined) throw new ConfigError('FN_NODE_TYPE=lb needs FN_RUNNER_API_URL, the API node it reads apps and fns from (e.g. http://fn-api:8080)');
-    if (runnerAddresses.length === 0) throw new ConfigError('FN_NODE_TYPE=lb needs FN_RUNNER_ADDRESSES, the runners it places calls on (host:port of each pure runner\'s FN_GRPC_PORT, comma separated)');
+    if (runnerAddresses.length === 0 && npmAddress === undefined) {
+      throw new ConfigError(
+        'FN_NODE_TYPE=lb needs FN_RUNNER_ADDRESSES, the runners it places calls on (host:port of each pure runner\'s FN_GRPC_PORT, comma separated), or FN_NPM_ADDRESS, a pool manager that lists them',
+      );
+    }
+    if (runnerAddresses.length > 0 && npmAddress !== undefined) {
+      throw new ConfigError('FN_RUNNER_ADDRESSES and FN_NPM_ADDRESS both set: an LB takes its runners from one of them; keep FN_RUNNER_ADDRESSES for a fixed list, or FN_NPM_ADDRESS for the runners a pool manager lists');
+    }
   }
   const cert = readableFile(env, 'FNTS_GRPC_TLS_CERT');
   const key = readableFile(env, 'FNTS_GRPC_TLS_KEY');
   const ca = readableFile(env, 'FNTS_GRPC_TLS_CA');
   const given = [cert, key, ca].filter((x) => x !== undefined).length;
   if (given !== 0 && given !== 3) {
-    throw new ConfigError('FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA go together: set all three (mutual TLS between LBs and runners) or none (plaintext)');
+    throw new ConfigError('FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA go together: set all three (mutual TLS between LBs, runners and the pool manager) or none (plaintext)');
   }
   return Object.freeze({
     grpcPort: integer(env, 'FN_GRPC_PORT', 9190, 0, 65535),
     runnerApiUrl,
     runnerAddresses: Object.freeze(runnerAddresses),
+    npmAddress,
+    npmPollMs: msecs(env, 'FNTS_NPM_POLL_MSECS', 1000, 50, 600_000),
+    npmAdvertiseMs: msecs(env, 'FNTS_NPM_ADVERTISE_MSECS', 1000, 50, 600_000),
     placer: oneOf(env, 'FN_PLACER', ['naive', 'ch', 'wait'] as const, 'wait'),
     lbCacheMs: msecs(env, 'FNTS_LB_CACHE_MSECS', 1000, 0, 3600_000),
     tls: cert && key && ca ? Object.freeze({ cert, key, ca }) : undefined,

@@ -1,12 +1,17 @@
 /**
- * lb/ — the LB's Invoker: runners over Fn's runner protocol, placers
- * (naive, ch, wait), and lookups from the API node.
+ * lb/ — the LB's Invoker: runners over Fn's runner protocol, runner pools
+ * (static, or managed by a pool manager), placers (naive, ch, wait), and
+ * lookups from the API node.
  */
 export { RunnerClient } from './client.js';
 export type { Attempt, RunnerClientOptions } from './client.js';
 export { LbAgent } from './lb-agent.js';
 export type { LbAgentOptions, PlacementListener } from './lb-agent.js';
 export { RemoteLookup } from './lookup.js';
+export { PoolManagerClient } from './npm-client.js';
+export type { CapacityAdvertisement, CapacitySnapshot, PoolManagerApi } from './npm-client.js';
+export { ManagedPool, Runner, StaticPool } from './pool.js';
+export type { ManagedPoolOptions, RunnerConnection, RunnerPool } from './pool.js';
 export { RemoteCallStore } from './records.js';
 export type { RemoteLookupOptions } from './lookup.js';
 export { PLACER_NAMES } from './placer.js';

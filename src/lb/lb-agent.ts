@@ -13,15 +13,21 @@
  * timeout has passed (then 503 Timed out - server too busy).
  *
  * A runner that cannot be reached is held down for a growing time (100 ms to
- * 5 s) and then tried again; gRPC reconnects underneath meanwhile.
+ * 5 s) and then tried again; its channel redials underneath meanwhile.
+ *
+ * The runners come from a RunnerPool, asked at each round for the runners
+ * of the call's group: a runner that leaves the pool gets no new call, and
+ * its calls in flight finish. The pool is told of each call, with its
+ * memory, from its arrival until it is over (a managed pool advertises it).
  */
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../agent/index.js';
 import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg } from '../runner/index.js';
-import type { Attempt, RunnerClient } from './client.js';
+import type { Attempt } from './client.js';
 import type { Placer, RunnerView } from './placer.js';
+import type { Runner, RunnerPool } from './pool.js';
 
 /**
  * What the LB tells about placements (metrics). Rules: called on the call's
@@ -37,7 +43,8 @@ export interface PlacementListener {
 }
 
 export interface LbAgentOptions {
-  readonly runners: readonly RunnerClient[];
+  /** Where calls go; closed by close() once the calls have ended. */
+  readonly pool: RunnerPool;
   readonly placer: Placer;
   readonly log: Logger;
   readonly listeners?: readonly PlacementListener[];
@@ -52,43 +59,7 @@ export interface LbAgentOptions {
   readonly retryDelayMs?: number;
 }
 
-const MAX_DOWN_MS = 5_000;
 const MAX_ROUND_PAUSE_MS = 200;
-
-/** A runner as the LB tracks it: the placer's view, plus its client and failure backoff. */
-class Runner implements RunnerView {
-  inFlight = 0;
-  private failures = 0;
-  private downUntil = 0;
-
-  constructor(readonly client: RunnerClient) {}
-
-  get address(): string {
-    return this.client.address;
-  }
-
-  /**
-   * Not held down, and its channel reachable (no failed connection since
-   * the runner last answered). Counting calls on an unreachable channel as
-   * failures would double the hold-down while the channel's own redial
-   * runs, and a restarted runner would wait for both. The channel needs no
-   * calls to recover: it redials in the background (lb/channel.ts) and is
-   * reachable again once the runner accepts a connection.
-   */
-  get up(): boolean {
-    return this.downUntil <= performance.now() && this.client.reachable;
-  }
-
-  failed(): void {
-    this.failures++;
-    this.downUntil = performance.now() + Math.min(MAX_DOWN_MS, 100 * 2 ** (this.failures - 1));
-  }
-
-  reached(): void {
-    this.failures = 0;
-    this.downUntil = 0;
-  }
-}
 
 /** The whole request body: the LB keeps it until a runner has committed to the call. */
 async function wholeBody(body: CallBody): Promise<Buffer> {
@@ -131,6 +102,8 @@ class LbCall implements RunningCall {
   onCancel: (() => void) | undefined;
   cancelled: unknown;
   wake: (() => void) | undefined;
+  /** Ends the call's count in the pool's needs. */
+  release: () => void = () => undefined;
 
   cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
     if (this.cancelled !== undefined) return;
@@ -141,7 +114,6 @@ class LbCall implements RunningCall {
 }
 
 export class LbAgent implements Invoker {
-  private readonly runners: Runner[];
   private readonly log: Logger;
   private readonly calls = new Set<LbCall>();
   private closing = false;
@@ -149,14 +121,13 @@ export class LbAgent implements Invoker {
   private idle: (() => void) | undefined;
 
   constructor(private readonly o: LbAgentOptions) {
-    this.runners = o.runners.map((c) => new Runner(c));
     this.log = o.log.child({ module: 'lb' });
     this.wantLog = (o.callListeners ?? []).some((l) => l.onCallLog !== undefined);
   }
 
-  /** The runners as the placers see them (address, up, calls in flight from this LB). */
+  /** The pool's runners as the placers see them (address, up, calls in flight from this LB). */
   get view(): readonly RunnerView[] {
-    return this.runners;
+    return this.o.pool.everyRunner();
   }
 
   invoke(call: Call, body: CallBody): RunningCall {
@@ -170,6 +141,7 @@ export class LbAgent implements Invoker {
       return handle;
     }
     this.calls.add(handle);
+    handle.release = this.o.pool.need(call.fn.runnerGroup, call.fn.memoryMB);
     handle.response = this.run(handle, call, body, settle);
     handle.response.catch(() => undefined);
     return handle;
@@ -203,7 +175,7 @@ export class LbAgent implements Invoker {
     } finally {
       // The call is over once the runner says so (its answer streamed), however it ended.
       attempt.finished.then((f) => {
-        on.inFlight--;
+        on.release();
         const outcome = outcomeOf(call, status, f, error);
         if (f && f.success && outcome.startedAt !== undefined) {
           this.o.placer.report(call.fn.fnId, on, { kind: 'ran', waitMs: outcome.timings.wait_ms, ...(f.initStartTime > 0 ? { startMs: (outcome.timings.image_ms ?? 0) + (outcome.timings.create_ms ?? 0) + (outcome.timings.start_ms ?? 0) } : {}) });
@@ -223,13 +195,16 @@ export class LbAgent implements Invoker {
     let attempts = 0;
     let pause = this.o.retryDelayMs ?? 10;
     for (;;) {
-      let round = this.o.placer.order(call.fn.fnId, this.runners) as Runner[];
+      const runners = this.o.pool.runners(call.fn.runnerGroup);
+      let round = this.o.placer.order(call.fn.fnId, runners) as Runner[];
       // Every runner held down: try them all rather than fail without asking.
-      if (round.length === 0 && this.runners.every((r) => !r.up)) round = [...this.runners];
+      if (round.length === 0 && runners.every((r) => !r.up)) round = [...runners];
       for (const runner of round) {
         if (handle.cancelled !== undefined) throw handle.cancelled;
+        // It left the pool while this round's earlier attempts ran.
+        if (runner.draining) continue;
         attempts++;
-        runner.inFlight++;
+        runner.hold();
         const attempt = await runner.client.engage(call, body, metadata, this.wantLog);
         this.tell((l) => l.onAttempt?.(call.fn.fnId, runner.address, attempt.kind));
         if (attempt.kind === 'committed') {
@@ -237,7 +212,7 @@ export class LbAgent implements Invoker {
           this.tell((l) => l.onPlaced?.(call.fn.fnId, runner.address, attempts, performance.now() - t0));
           return { attempt, runner };
         }
-        runner.inFlight--;
+        runner.release();
         if (attempt.kind === 'failed') {
           runner.failed();
           this.log.warn({ runner: runner.address, reason: attempt.reason }, 'runner unreachable: held down, its calls go to the others');
@@ -280,6 +255,7 @@ export class LbAgent implements Invoker {
   }
 
   private done(handle: LbCall): void {
+    handle.release();
     this.calls.delete(handle);
     if (this.calls.size === 0) this.idle?.();
   }
@@ -292,7 +268,7 @@ export class LbAgent implements Invoker {
   async close(): Promise<void> {
     this.closing = true;
     if (this.calls.size > 0) await new Promise<void>((resolve) => (this.idle = resolve));
-    for (const r of this.runners) r.client.close();
+    await this.o.pool.close();
   }
 }
 

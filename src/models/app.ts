@@ -6,6 +6,22 @@ import { byteLength, configEqual, mergeConfig, newId, now, validateConfig, WORD_
 import { optString, optStringMap, optAnnotations, type JsonObject } from './decode.js';
 import { ApiError, E, invalidSyslog, MAX_NAME_LENGTH } from './errors.js';
 
+/**
+ * The runner group an app's calls run in, in a managed fleet (FN_NPM_ADDRESS):
+ * the LB asks the pool manager for that group's runners and advertises the
+ * group's needs. A DNS label, since control planes name services after it.
+ */
+export const RUNNER_GROUP_ANNOTATION = 'fnts.io/runner-group';
+/** The group of an app without the annotation. */
+export const DEFAULT_RUNNER_GROUP = 'default';
+const RUNNER_GROUP_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** The runner group of an app with `annotations` (validated ones: a bad value was refused when stored). */
+export function runnerGroupOf(annotations: Annotations): string {
+  const group = annotations[RUNNER_GROUP_ANNOTATION];
+  return typeof group === 'string' && RUNNER_GROUP_NAME.test(group) ? group : DEFAULT_RUNNER_GROUP;
+}
+
 export const APP_SHAPES = ['GENERIC_X86', 'GENERIC_ARM', 'GENERIC_X86_ARM'] as const;
 export type AppShape = (typeof APP_SHAPES)[number];
 
@@ -57,6 +73,8 @@ function validateSyslogUrl(raw: string): void {
 function validateApp(app: App): void {
   validateAppName(app.name);
   validateAnnotations(app.annotations);
+  const group = app.annotations[RUNNER_GROUP_ANNOTATION];
+  if (group !== undefined && !(typeof group === 'string' && RUNNER_GROUP_NAME.test(group))) throw new ApiError(E.InvalidRunnerGroup);
   if (app.syslog_url !== undefined && app.syslog_url !== '') validateSyslogUrl(app.syslog_url);
   if (app.shape !== undefined && !(APP_SHAPES as readonly string[]).includes(app.shape)) throw new ApiError(E.AppsInvalidShape);
   validateConfig(app.config);

@@ -45,6 +45,16 @@ describe('Call as Fn models.Call JSON', () => {
     expect(callFromJson(JSON.parse(JSON.stringify(json)))).toEqual(call);
   });
 
+  it('carries the app\'s runner group through the JSON (a detached call keeps it in the queue), leaving the default unwritten', () => {
+    const call = sample();
+    expect(call.fn.runnerGroup).toBe('default');
+    expect(callToJson(call)).not.toHaveProperty('runner_group');
+    const app = newAppFromJson({ name: 'gpu', annotations: { 'fnts.io/runner-group': 'gpu' } });
+    const grouped = { ...call, fn: callFn(app, { ...newFnFromJson({ app_id: app.id, name: 'f', image: 'i' }), shape: undefined }) };
+    expect(callToJson(grouped).runner_group).toBe('gpu');
+    expect(callFromJson(JSON.parse(JSON.stringify(callToJson(grouped)))).fn.runnerGroup).toBe('gpu');
+  });
+
   it("reads a call as Fn's LB sends it: fn name and format from config, cpus in milli-CPUs, the old type name", () => {
     const call = callFromJson({
       id: 'c1',

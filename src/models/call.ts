@@ -7,7 +7,7 @@
  * as a stream.
  */
 import type { Annotations } from './annotations.js';
-import type { App } from './app.js';
+import { DEFAULT_RUNNER_GROUP, runnerGroupOf, type App } from './app.js';
 import type { ConfigMap } from './common.js';
 import { ApiError, E } from './errors.js';
 import { FN_FORMATS, type Fn, type FnFormat } from './fn.js';
@@ -45,6 +45,8 @@ export interface CallFn {
   readonly config: ConfigMap;
   readonly annotations: Annotations;
   readonly syslogUrl: string | undefined;
+  /** The app's runner group (fnts.io/runner-group, else `default`): where a managed fleet places the call. */
+  readonly runnerGroup: string;
 }
 
 export interface Call {
@@ -80,6 +82,7 @@ export function callFn(app: App, fn: Fn): CallFn {
     config: Object.freeze({ ...app.config, ...fn.config }),
     annotations: fn.annotations,
     syslogUrl: app.syslog_url,
+    runnerGroup: runnerGroupOf(app.annotations),
   });
 }
 
@@ -113,6 +116,8 @@ export interface FnCallJson {
   /** fnts's own: the fn's name and format, which Fn's runners read from config (FN_FN_NAME, FN_FORMAT). */
   fn_name?: string;
   format?: string;
+  /** fnts's own: the app's runner group, when not the default (a detached call keeps it through the queue). */
+  runner_group?: string;
 }
 
 /** A call as Fn's models.Call JSON. Header names keep their first spelling; values keep their order. */
@@ -142,6 +147,7 @@ export function callToJson(call: Call): FnCallJson {
     ...(call.triggerId ? { trigger_id: call.triggerId } : {}),
     fn_name: fn.fnName,
     format: fn.format,
+    ...(fn.runnerGroup !== DEFAULT_RUNNER_GROUP ? { runner_group: fn.runnerGroup } : {}),
   };
 }
 
@@ -232,6 +238,7 @@ export function callFromJson(json: unknown): Call {
       config: Object.freeze(config),
       annotations: (annotations ?? {}) as Annotations,
       syslogUrl: str(j.syslog_url, 'syslog_url') || undefined,
+      runnerGroup: str(j.runner_group, 'runner_group') || DEFAULT_RUNNER_GROUP,
     }),
     triggerId: str(j.trigger_id, 'trigger_id') || undefined,
     method: str(j.method, 'method') ?? 'POST',

@@ -22,7 +22,7 @@ import { buildServer, VERSION } from './server.js';
 import { Metrics, startTracing, type HealthCheck, type Tracing } from '../telemetry/index.js';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
-import { createPlacer, LbAgent, RemoteCallStore, RemoteLookup, RunnerClient } from '../lb/index.js';
+import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteLookup, RunnerClient, StaticPool, type RunnerPool } from '../lb/index.js';
 import { RunnerServer } from '../runner/index.js';
 
 export interface RunningServer {
@@ -218,7 +218,8 @@ const ROLES: Record<NodeType, Wiring> = {
     return { invoker: agent, agent, syslog, runner, grpcPort, checks: [engineCheck(agent.driver)] };
   },
   /**
-   * The invoke endpoints, each call placed on a runner (FN_RUNNER_ADDRESSES)
+   * The invoke endpoints, each call placed on a runner (FN_RUNNER_ADDRESSES,
+   * or the runners a pool manager lists for the app's group: FN_NPM_ADDRESS)
    * by FN_PLACER; apps, fns and triggers come from the API node
    * (FN_RUNNER_API_URL), cached for FNTS_LB_CACHE_MSECS.
    */
@@ -227,12 +228,27 @@ const ROLES: Record<NodeType, Wiring> = {
     const tls = fleet.tls;
     const runnerTls = tls ? { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert) } : undefined;
     if (!tls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
-    const runners = fleet.runnerAddresses.map((address) => new RunnerClient(address, { tls: runnerTls }));
+    const connect = (address: string): RunnerClient => new RunnerClient(address, { tls: runnerTls });
+    let pool: RunnerPool;
+    if (fleet.npmAddress !== undefined) {
+      const managed = new ManagedPool({
+        manager: new PoolManagerClient(fleet.npmAddress, tls ? grpc.credentials.createSsl(runnerTls!.ca, runnerTls!.key, runnerTls!.cert) : undefined),
+        connect,
+        lbId: selfInstance(),
+        log: logger.child({ module: 'pool' }),
+        pollMs: fleet.npmPollMs,
+        advertiseMs: fleet.npmAdvertiseMs,
+      });
+      managed.start();
+      pool = managed;
+    } else {
+      pool = new StaticPool(fleet.runnerAddresses.map(connect));
+    }
     // Records and logs of the calls placed here go to the API node, batched as a full node's.
     const store = new RemoteCallStore(fleet.runnerApiUrl!);
     const recorder = recorderFor(config, logger, store);
     const invoker = new LbAgent({
-      runners,
+      pool,
       placer: createPlacer(fleet.placer),
       log: logger,
       ...(metrics ? { listeners: [metrics] } : {}),
@@ -258,7 +274,7 @@ const ROLES: Record<NodeType, Wiring> = {
       logger.warn('no FN_MQ_URL: detached calls (Fn-Invoke-Type: detached) run as synchronous calls on this LB; set FN_MQ_URL=redis://... (shared by the LBs and the API node) to queue them');
     }
     const invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes, ...(detached ? { detached } : {}) });
-    logger.info({ runners: fleet.runnerAddresses, placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
+    logger.info({ ...(fleet.npmAddress !== undefined ? { npm: fleet.npmAddress } : { runners: fleet.runnerAddresses }), placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
     return { invoke, invoker, ...(recorder ? { recorder } : {}), ...(workers ? { workers } : {}) };
   },
 };

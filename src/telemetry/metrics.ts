@@ -283,6 +283,8 @@ export class Metrics implements CallListener, ContainerListener {
       labelNames: ['runner'],
       registers: [this.registry],
       collect() {
+        // A managed pool's runners come and go: one that left shows no more.
+        this.reset();
         for (const r of runners()) this.set({ runner: r.address }, r.up ? 1 : 0);
       },
     });

@@ -36,6 +36,7 @@ describe('the agent as an Invoker', () => {
       config: {},
       annotations: {},
       syslogUrl: undefined,
+      runnerGroup: 'default',
     } as const);
   });
   afterAll(async () => {

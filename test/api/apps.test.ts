@@ -111,6 +111,20 @@ describe('POST /v2/apps', () => {
     expect(await appNames()).toEqual([]);
   });
 
+  it.each([['Blue'], ['-blue'], ['blue-'], ['a_b'], ['x'.repeat(64)], [5], [{ group: 'blue' }]])('answers 400 to the runner group %j, saying what a group name is', async (group) => {
+    const message = "Invalid annotation fnts.io/runner-group, it must be a string of 1 to 63 lower case letters, digits and '-', starting and ending with a letter or digit";
+    await api.expectError('POST', '/v2/apps', { name: 'grouped', annotations: { 'fnts.io/runner-group': group } }, 400, message);
+    const app = await api.createApp({ name: 'plain' });
+    await api.expectError('PUT', `/v2/apps/${app.id}`, { annotations: { 'fnts.io/runner-group': group } }, 400, message);
+    expect(await appNames()).toEqual(['plain']);
+  });
+
+  it('keeps a runner group named as a DNS label, and lets an update remove it', async () => {
+    const app = await api.createApp({ name: 'grouped', annotations: { 'fnts.io/runner-group': 'gpu-2' } });
+    expect(app.annotations).toEqual({ 'fnts.io/runner-group': 'gpu-2' });
+    expect((await api.call('PUT', `/v2/apps/${app.id}`, { annotations: { 'fnts.io/runner-group': '' } })).body.annotations).toBeUndefined();
+  });
+
   it('accepts a 255-byte name and every syslog scheme Fn supports', async () => {
     await api.createApp({ name: 'x'.repeat(255) });
     for (const [i, url] of ['udp://h:514', 'tcp://h:514', 'unix:///dev/log', 'unixgram:///dev/log', 'tcp+tls://h:6514'].entries()) {

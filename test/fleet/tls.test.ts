@@ -1,15 +1,19 @@
 /**
  * Mutual TLS between an LB and a pure runner (FNTS_GRPC_TLS_CERT, _KEY, _CA):
  * with the certificates on both sides calls run; an LB without them cannot
- * reach the runner, and its callers hear 503 rather than hang.
+ * reach the runner, and its callers hear 503 rather than hang. An LB with a
+ * pool manager (FN_NPM_ADDRESS) reaches the manager with the same certificates.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerReachable, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
+import { StandInManager } from './fixtures/stand-in-npm.js';
 
 const docker = await dockerReachable();
 
@@ -46,7 +50,7 @@ describe.skipIf(!docker)('mutual TLS between LB and runner', () => {
   });
 
   const lbWith = async (env: Record<string, string>): Promise<TestServer> => {
-    const lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: `127.0.0.1:${runner.server.grpcPort}`, ...env });
+    const lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, ...(env.FN_NPM_ADDRESS ? {} : { FN_RUNNER_ADDRESSES: `127.0.0.1:${runner.server.grpcPort}` }), ...env });
     lbs.push(lb);
     return lb;
   };
@@ -66,5 +70,22 @@ describe.skipIf(!docker)('mutual TLS between LB and runner', () => {
     expect(res.status).toBe(503);
     expect(res.json).toEqual({ message: 'Timed out - server too busy' });
     expect(res.ms).toBeLessThan(5000);
+  });
+
+  it('reaches a pool manager with the same certificates, and the runners it lists', async () => {
+    const manager = new StandInManager();
+    await manager.start(grpc.ServerCredentials.createSsl(readFileSync(tls.FNTS_GRPC_TLS_CA!), [{ cert_chain: readFileSync(tls.FNTS_GRPC_TLS_CERT!), private_key: readFileSync(tls.FNTS_GRPC_TLS_KEY!) }], true));
+    try {
+      manager.members.set('default', [`127.0.0.1:${runner.server.grpcPort}`]);
+      const lb = await lbWith({ ...tls, FN_NPM_ADDRESS: `127.0.0.1:${manager.port}`, FNTS_NPM_POLL_MSECS: '100', FNTS_NPM_ADVERTISE_MSECS: '100' });
+      const fn = await api.fn(await api.app(), hello);
+      const res = await lb.invoke(fn.id, { name: 'managed' });
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual({ message: 'Hello managed' });
+      // And it tells the manager what the group needs, over the same TLS.
+      expect(await eventually(() => manager.need('default') === 0, 5_000, 20)).toBe(true);
+    } finally {
+      manager.close();
+    }
   });
 });
