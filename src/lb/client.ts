@@ -22,7 +22,7 @@ import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
 import { LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, wireCallJson, type CallFinishedMsg, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
-import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, MessageReader, STATUS_PATH } from '../runner/wire.js';
+import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MessageReader, STATUS_PATH } from '../runner/wire.js';
 import { H2Channel, type ChannelTls } from './channel.js';
 
 export type Attempt =
@@ -100,6 +100,8 @@ export class RunnerClient {
     // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, 1 MiB by default, base64).
     this.channel = new H2Channel(address, { tls: options.tls, maxHeaderListBytes: 4 * 1024 * 1024 });
     this.graceMs = options.graceMs ?? 10_000;
+    // The proto is read now, not on the first call.
+    loadWire();
   }
 
   /** True when the runner is connected or may be (no failed connection since it last answered). */

@@ -1,0 +1,54 @@
+import { loadSync } from '@grpc/proto-loader';
+import * as grpc from '@grpc/grpc-js';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import type { RunnerMsg } from './protocol.js';
+import { decodeRunnerMsg, encodeClientMsg, grpcMessage, grpcTimeout, MessageReader } from './wire.js';
+
+/** grpc-js's own serializers for the same proto, with the options the runner's server uses. */
+function grpcJsMethods(): { engage: grpc.MethodDefinition<object, object> } {
+  const def = loadSync(fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url)), { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
+  const service = (grpc.loadPackageDefinition(def) as unknown as { RunnerProtocol: { service: grpc.ServiceDefinition } }).RunnerProtocol.service;
+  return { engage: service['Engage'] as grpc.MethodDefinition<object, object> };
+}
+
+describe('the runner protocol on the wire', () => {
+  it('encodes a TryCall and a data frame as grpc-js decodes them, and decodes what grpc-js encodes', () => {
+    const { engage } = grpcJsMethods();
+    const reader = new MessageReader(1024);
+    const bytes = Buffer.concat([
+      encodeClientMsg({ try: { models_call_json: '{"id":"x"}', slot_hash_id: '', extensions: { 'fnts-log': '1' } } }),
+      encodeClientMsg({ data: { data: Buffer.from('hello'), eof: true } }),
+    ]);
+    // Split mid-prefix and mid-message: the reader joins them.
+    const messages = [...reader.push(bytes.subarray(0, 3)), ...reader.push(bytes.subarray(3, 20)), ...reader.push(bytes.subarray(20))];
+    expect(reader.partial).toBe(0);
+    const decoded = messages.map((m) => engage.requestDeserialize(m) as Record<string, unknown>);
+    expect(decoded[0]).toMatchObject({ body: 'try', try: { models_call_json: '{"id":"x"}', extensions: { 'fnts-log': '1' } } });
+    expect(decoded[1]).toMatchObject({ body: 'data', data: { eof: true } });
+    expect(Buffer.from((decoded[1] as { data: { data: Buffer } }).data.data).toString()).toBe('hello');
+
+    const sent: RunnerMsg = { finished: { success: true, details: 'id', errorCode: 0, errorStr: '', createdAt: 'c', startedAt: 's', completedAt: 'e', schedulerDuration: 12_000_000_000, executionDuration: 5, errorUser: false, image: 'img', imagePullWaitDuration: 0, ctrPrepDuration: 0, ctrCreateDuration: 0, initStartTime: 0 } };
+    const back = decodeRunnerMsg(engage.responseSerialize(sent));
+    expect(back).toEqual(engage.responseDeserialize(engage.responseSerialize(sent)));
+    expect(back.finished?.schedulerDuration).toBe(12_000_000_000);
+    expect(back.body).toBe('finished');
+  });
+
+  it('refuses a message above the limit and a compressed one', () => {
+    const big = Buffer.alloc(5);
+    big.writeUInt32BE(2048, 1);
+    expect(() => new MessageReader(1024).push(big)).toThrow(/2048 bytes/);
+    const compressed = Buffer.from([1, 0, 0, 0, 0]);
+    expect(() => new MessageReader(1024).push(compressed)).toThrow(/compressed/);
+  });
+
+  it('writes grpc-timeout within its 8 digits and reads a percent-encoded grpc-message', () => {
+    expect(grpcTimeout(40_000)).toBe('40000m');
+    expect(grpcTimeout(0.2)).toBe('1m');
+    expect(grpcTimeout(200_000_000)).toBe('200000S');
+    expect(grpcMessage('no%20room%20%E2%9C%93')).toBe('no room ✓');
+    expect(grpcMessage('100% bad')).toBe('100% bad');
+    expect(grpcMessage(undefined)).toBe('');
+  });
+});
