@@ -119,6 +119,12 @@ export class LbAgent implements Invoker {
   private closing = false;
   private readonly wantLog: boolean;
   private idle: (() => void) | undefined;
+  /**
+   * Calls every runner refused, per fn, oldest first: when a call of that
+   * fn ends on a runner (its container is free there now), the oldest is
+   * woken at once to try that runner first, rather than at its next pause.
+   */
+  private readonly waiting = new Map<string, Array<{ readonly since: number; readonly wake: (freed: Runner) => void }>>();
 
   constructor(private readonly o: LbAgentOptions) {
     this.log = o.log.child({ module: 'lb' });
@@ -176,6 +182,7 @@ export class LbAgent implements Invoker {
       // The call is over once the runner says so (its answer streamed), however it ended.
       attempt.finished.then((f) => {
         on.release();
+        this.wakeOne(call.fn.fnId, on);
         const outcome = outcomeOf(call, status, f, error);
         if (f && f.success && outcome.startedAt !== undefined) {
           this.o.placer.report(call.fn.fnId, on, { kind: 'ran', waitMs: outcome.timings.wait_ms, ...(f.initStartTime > 0 ? { startMs: (outcome.timings.image_ms ?? 0) + (outcome.timings.create_ms ?? 0) + (outcome.timings.start_ms ?? 0) } : {}) });
@@ -194,11 +201,14 @@ export class LbAgent implements Invoker {
     const metadata = traceMetadata(call);
     let attempts = 0;
     let pause = this.o.retryDelayMs ?? 10;
+    /** The runner where a call of this fn just ended, when that woke this one: tried first. */
+    let first: Runner | undefined;
     for (;;) {
       const runners = this.o.pool.runners(call.fn.runnerGroup);
       let round = this.o.placer.order(call.fn.fnId, runners) as Runner[];
       // Every runner held down: try them all rather than fail without asking.
       if (round.length === 0 && runners.every((r) => !r.up)) round = [...runners];
+      if (first !== undefined && round.includes(first)) round = [first, ...round.filter((r) => r !== first)];
       for (const runner of round) {
         if (handle.cancelled !== undefined) throw handle.cancelled;
         // It left the pool while this round's earlier attempts ran.
@@ -223,16 +233,42 @@ export class LbAgent implements Invoker {
         this.tell((l) => l.onUnplaced?.(call.fn.fnId));
         throw serverBusy();
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, pause);
-        handle.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      handle.wake = undefined;
+      first = await this.pauseOrWake(handle, call.fn.fnId, t0, pause);
       pause = Math.min(MAX_ROUND_PAUSE_MS, pause * 2);
     }
+  }
+
+  /**
+   * Waits `pauseMs` before the call's next round, or less: until a call of
+   * the same fn ends on a runner (answers with that runner), or the call is
+   * cancelled. Calls of a fn wait in line by arrival (`since`): the oldest
+   * is woken first, and one woken for nothing (refused again) keeps its place.
+   */
+  private pauseOrWake(handle: LbCall, fnId: string, since: number, pauseMs: number): Promise<Runner | undefined> {
+    return new Promise((resolve) => {
+      let line = this.waiting.get(fnId);
+      if (!line) this.waiting.set(fnId, (line = []));
+      const queue = line;
+      const woken = (freed: Runner | undefined): void => {
+        clearTimeout(timer);
+        handle.wake = undefined;
+        const at = queue.indexOf(entry);
+        if (at >= 0) queue.splice(at, 1);
+        if (queue.length === 0 && this.waiting.get(fnId) === queue) this.waiting.delete(fnId);
+        resolve(freed);
+      };
+      const entry = { since, wake: (freed: Runner): void => woken(freed) };
+      const timer = setTimeout(() => woken(undefined), pauseMs);
+      handle.wake = () => woken(undefined);
+      let at = queue.length;
+      while (at > 0 && queue[at - 1]!.since > since) at--;
+      queue.splice(at, 0, entry);
+    });
+  }
+
+  /** A call of `fnId` ended on `freed`: the oldest call of that fn waiting for room tries there now. */
+  private wakeOne(fnId: string, freed: Runner): void {
+    this.waiting.get(fnId)?.[0]?.wake(freed);
   }
 
   /** Tells each of `listeners`; one that throws is logged and skipped (the listener rules). */
