@@ -118,7 +118,7 @@ export function poolManagerClient(address: string, credentials: grpc.ChannelCred
       return membership.runners.map((r) => r.address);
     },
     close() {
-      manager.close();
+      // One channel under both clients.
       scaler.close();
     },
   };
