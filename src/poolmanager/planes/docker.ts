@@ -14,7 +14,7 @@
  * Runners are labelled with their group and the manager's name; only those
  * are listed and removed, whatever else runs on the engine.
  */
-import { rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
@@ -111,6 +111,8 @@ export class DockerPlane implements ControlPlane {
       ...this.o.runnerEnv,
     };
     const socket = this.o.engineSocket ?? '/var/run/docker.sock';
+    // The engine would make a missing folder itself, owned by root; the manager runs on the engine's host.
+    await mkdir(this.o.iofsRoot, { recursive: true }).catch(() => undefined);
     let container: Docker.Container;
     try {
       container = await this.docker.createContainer({
