@@ -1,0 +1,24 @@
+/**
+ * The control plane a pool manager's settings name (FNTS_CONTROL_PLANE).
+ */
+import type { PoolSettings } from '../../config/index.js';
+import { TAG_LABEL } from '../../agent/index.js';
+import type { ControlPlane } from '../control-plane.js';
+import { DockerPlane } from './docker.js';
+
+export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT } from './docker.js';
+export type { DockerPlaneOptions } from './docker.js';
+
+/**
+ * `runnerEnv`: settings every runner gets (log level and format, TLS files,
+ * the container tag); `containerTag` also labels the runners themselves.
+ */
+export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Record<string, string>>, containerTag: string | undefined): ControlPlane {
+  const labels: Record<string, string> = containerTag ? { [TAG_LABEL]: containerTag } : {};
+  switch (pool.controlPlane) {
+    case 'docker':
+      return new DockerPlane({ image: pool.runnerImage, manager: pool.name, iofsRoot: pool.iofsPath, runnerMemMb: pool.runnerMemMb, publishHost: pool.publishHost, runnerEnv, labels });
+    default:
+      throw new Error(`FNTS_CONTROL_PLANE=${pool.controlPlane} is not available yet`);
+  }
+}
