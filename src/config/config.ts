@@ -118,8 +118,8 @@ export interface PoolSettings {
   readonly maxProvisionPerTick: number;
   /** FNTS_POOL_IOFS_PATH (/tmp/fnts-pool): docker and swarm planes: the host folder of the runners' function sockets (same path on every node). */
   readonly iofsPath: string;
-  /** FNTS_RUNNER_PUBLISH_HOST (127.0.0.1): docker plane: where runner ports are published and dialled. */
-  readonly publishHost: string;
+  /** FNTS_RUNNER_PUBLISH_HOST: where runner ports are dialled (docker plane: also published; default 127.0.0.1); swarm default: each task's node address. */
+  readonly publishHost: string | undefined;
   /** FNTS_SWARM_NETWORK: swarm plane: the network LBs reach runners on (their task address, port 9190); unset: a host port on the node. */
   readonly swarmNetwork: string | undefined;
   /** FNTS_K8S_API_URL (in a pod: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT): kubernetes plane. */
@@ -402,7 +402,7 @@ function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
     maxDrainMs: msecs(env, 'FNTS_MAX_DRAIN_MSECS', 600_000, 1000, 24 * 3600_000),
     maxProvisionPerTick: integer(env, 'FNTS_MAX_PROVISION', 20, 1, 1000),
     iofsPath,
-    publishHost: read(env, 'FNTS_RUNNER_PUBLISH_HOST') ?? '127.0.0.1',
+    publishHost: read(env, 'FNTS_RUNNER_PUBLISH_HOST'),
     swarmNetwork: read(env, 'FNTS_SWARM_NETWORK'),
     k8sApiUrl,
     k8sNamespace: namespace,

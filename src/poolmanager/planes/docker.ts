@@ -51,11 +51,23 @@ export interface DockerPlaneOptions {
   readonly stopTimeoutS?: number;
 }
 
-function engineError(what: string, err: unknown): ControlPlaneError {
+/** What makes a container of the fnts image a runner of a group: the role, port, socket folder and memory, and the manager's extras. */
+export function runnerEnvironment(o: Pick<DockerPlaneOptions, 'runnerMemMb' | 'runnerEnv'>, iofs: string): string[] {
+  const env = {
+    FN_NODE_TYPE: 'pure-runner',
+    FN_GRPC_PORT: String(RUNNER_GRPC_PORT),
+    FN_IOFS_PATH: iofs,
+    FN_MAX_TOTAL_MEMORY_BYTES: String(o.runnerMemMb * 1024 * 1024),
+    ...o.runnerEnv,
+  };
+  return Object.entries(env).map(([k, v]) => `${k}=${v}`);
+}
+
+export function engineError(what: string, err: unknown): ControlPlaneError {
   return new ControlPlaneError('unreachable', `the Docker engine could not ${what}: ${(err as Error).message}; check that dockerd runs and its socket is mounted (DOCKER_HOST)`, { cause: err });
 }
 
-function statusCode(err: unknown): number | undefined {
+export function statusCode(err: unknown): number | undefined {
   return (err as { statusCode?: number }).statusCode;
 }
 
@@ -103,13 +115,7 @@ export class DockerPlane implements ControlPlane {
     const suffix = randomBytes(4).toString('hex');
     const name = `fnts-runner-${group}-${suffix}`;
     const iofs = join(this.o.iofsRoot, suffix);
-    const env = {
-      FN_NODE_TYPE: 'pure-runner',
-      FN_GRPC_PORT: String(RUNNER_GRPC_PORT),
-      FN_IOFS_PATH: iofs,
-      FN_MAX_TOTAL_MEMORY_BYTES: String(this.o.runnerMemMb * 1024 * 1024),
-      ...this.o.runnerEnv,
-    };
+    const env = runnerEnvironment(this.o, iofs);
     const socket = this.o.engineSocket ?? '/var/run/docker.sock';
     // The engine would make a missing folder itself, owned by root; the manager runs on the engine's host.
     await mkdir(this.o.iofsRoot, { recursive: true }).catch(() => undefined);
@@ -119,7 +125,7 @@ export class DockerPlane implements ControlPlane {
         name,
         Hostname: name,
         Image: this.o.image,
-        Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+        Env: env,
         Labels: { ...this.o.labels, [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager },
         ExposedPorts: { [`${RUNNER_GRPC_PORT}/tcp`]: {} },
         StopTimeout: this.o.stopTimeoutS ?? 30,

@@ -5,9 +5,12 @@ import type { PoolSettings } from '../../config/index.js';
 import { TAG_LABEL } from '../../agent/index.js';
 import type { ControlPlane } from '../control-plane.js';
 import { DockerPlane } from './docker.js';
+import { SwarmPlane } from './swarm.js';
 
 export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT } from './docker.js';
 export type { DockerPlaneOptions } from './docker.js';
+export { SwarmPlane } from './swarm.js';
+export type { SwarmPlaneOptions } from './swarm.js';
 
 /**
  * `runnerEnv`: settings every runner gets (log level and format, TLS files,
@@ -17,7 +20,18 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
   const labels: Record<string, string> = containerTag ? { [TAG_LABEL]: containerTag } : {};
   switch (pool.controlPlane) {
     case 'docker':
-      return new DockerPlane({ image: pool.runnerImage, manager: pool.name, iofsRoot: pool.iofsPath, runnerMemMb: pool.runnerMemMb, publishHost: pool.publishHost, runnerEnv, labels });
+      return new DockerPlane({ image: pool.runnerImage, manager: pool.name, iofsRoot: pool.iofsPath, runnerMemMb: pool.runnerMemMb, ...(pool.publishHost ? { publishHost: pool.publishHost } : {}), runnerEnv, labels });
+    case 'swarm':
+      return new SwarmPlane({
+        image: pool.runnerImage,
+        manager: pool.name,
+        iofsRoot: pool.iofsPath,
+        runnerMemMb: pool.runnerMemMb,
+        runnerEnv,
+        labels,
+        ...(pool.swarmNetwork ? { network: pool.swarmNetwork } : {}),
+        ...(pool.publishHost ? { publishHost: pool.publishHost } : {}),
+      });
     default:
       throw new Error(`FNTS_CONTROL_PLANE=${pool.controlPlane} is not available yet`);
   }
