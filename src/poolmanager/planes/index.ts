@@ -5,10 +5,13 @@ import type { PoolSettings } from '../../config/index.js';
 import { TAG_LABEL } from '../../agent/index.js';
 import type { ControlPlane } from '../control-plane.js';
 import { DockerPlane } from './docker.js';
+import { KubernetesPlane } from './kubernetes.js';
 import { SwarmPlane } from './swarm.js';
 
 export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT } from './docker.js';
 export type { DockerPlaneOptions } from './docker.js';
+export { KubernetesPlane } from './kubernetes.js';
+export type { KubernetesPlaneOptions } from './kubernetes.js';
 export { SwarmPlane } from './swarm.js';
 export type { SwarmPlaneOptions } from './swarm.js';
 
@@ -32,7 +35,8 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
         ...(pool.swarmNetwork ? { network: pool.swarmNetwork } : {}),
         ...(pool.publishHost ? { publishHost: pool.publishHost } : {}),
       });
-    default:
-      throw new Error(`FNTS_CONTROL_PLANE=${pool.controlPlane} is not available yet`);
+    case 'kubernetes':
+      // config requires the API server's address for this plane.
+      return new KubernetesPlane({ apiUrl: pool.k8sApiUrl!, namespace: pool.k8sNamespace, image: pool.runnerImage, manager: pool.name, runnerMemMb: pool.runnerMemMb, runnerEnv });
   }
 }
