@@ -102,6 +102,15 @@ describe('compileConfig', () => {
       expect(compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190' }, dir).fleet.npmAddress).toBeUndefined();
     });
 
+    it('reads the pool manager\'s settings, its gRPC port 9191 unless FN_GRPC_PORT says otherwise', () => {
+      const p = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'swarm', FNTS_MIN_RUNNERS: '0', FNTS_PREDICTOR: 'conservative' }, dir).pool;
+      expect(p).toMatchObject({ grpcPort: 9191, controlPlane: 'swarm', minRunners: 0, maxRunners: 10, predictor: 'conservative', runnerImage: 'fnts/fnts:latest', runnerMemMb: 4096 });
+      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FN_GRPC_PORT: '7000' }, dir).pool.grpcPort).toBe(7000);
+      const k8s = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', FNTS_K8S_NAMESPACE: 'fn' }, dir).pool;
+      expect(k8s.k8sApiUrl).toBe('https://10.96.0.1:443');
+      expect(k8s.k8sNamespace).toBe('fn');
+    });
+
     it.each([
       [{ FN_NODE_TYPE: 'lb', FN_RUNNER_ADDRESSES: 'r:9190' }, 'FN_NODE_TYPE=lb needs FN_RUNNER_API_URL'],
       [{ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080' }, 'or FN_NPM_ADDRESS, a pool manager that lists them'],
@@ -115,7 +124,12 @@ describe('compileConfig', () => {
       [{ FN_PLACER: 'random' }, 'FN_PLACER=random is not supported; use one of: naive, ch, wait'],
       [{ FNTS_GRPC_TLS_CERT: '/etc/hostname' }, 'go together: set all three'],
       [{ FNTS_GRPC_TLS_CERT: '/no/such/cert.pem' }, 'FNTS_GRPC_TLS_CERT=/no/such/cert.pem cannot be read'],
-      [{ FN_NODE_TYPE: 'poolmanager' }, 'FN_NODE_TYPE=poolmanager is not available in this fnts release'],
+      [{ FN_NODE_TYPE: 'runner' }, 'FN_NODE_TYPE=runner is not available in this fnts release'],
+      [{ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes' }, 'FNTS_CONTROL_PLANE=kubernetes needs the API server'],
+      [{ FNTS_CONTROL_PLANE: 'nomad' }, 'FNTS_CONTROL_PLANE=nomad is not supported; use one of: docker, swarm, kubernetes'],
+      [{ FNTS_MIN_RUNNERS: '5', FNTS_MAX_RUNNERS: '2' }, 'FNTS_MIN_RUNNERS=5 is more than FNTS_MAX_RUNNERS=2'],
+      [{ FNTS_POOL_IOFS_PATH: '/tmp/a/very/long/folder/for/the/runners/sockets' }, 'is too long for the runners\' unix sockets'],
+      [{ FNTS_PREDICTOR: 'oracle' }, 'FNTS_PREDICTOR=oracle is not supported; use one of: conservative, forecast'],
     ])('refuses %o, saying what to do', (env, message) => {
       expect(() => compileConfig(env, dir)).toThrow(message);
     });

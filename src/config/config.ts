@@ -6,11 +6,13 @@
  * with a `ConfigError` naming the variable, the value and what is accepted.
  */
 import { createHash } from 'node:crypto';
-import { accessSync, constants as fsConstants, realpathSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 
-export type NodeType = 'full' | 'api' | 'lb' | 'pure-runner';
+export type NodeType = 'full' | 'api' | 'lb' | 'pure-runner' | 'poolmanager';
+/** FNTS_CONTROL_PLANE: what the pool manager starts runners through. */
+export type ControlPlaneKind = 'docker' | 'swarm' | 'kubernetes';
 /** FN_PLACER: how an LB picks runners. */
 export type PlacerKind = 'naive' | 'ch' | 'wait';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -74,6 +76,56 @@ export interface Config {
 
   // ---- fleet (lb, pure-runner)
   readonly fleet: FleetSettings;
+  // ---- the pool manager (poolmanager)
+  readonly pool: PoolSettings;
+}
+
+/**
+ * The pool manager's settings (FN_NODE_TYPE=poolmanager). Fn's 2018 manager
+ * had no variables of its own besides FN_PORT (its gRPC port here is
+ * FN_GRPC_PORT, FN_PORT serving probes and metrics as every role's does);
+ * the rest are fnts's.
+ */
+export interface PoolSettings {
+  /** FN_GRPC_PORT (9191 for this role): where LBs reach NodePoolScaler and RunnerManager (their FN_NPM_ADDRESS). */
+  readonly grpcPort: number;
+  /** FNTS_CONTROL_PLANE (docker): docker (containers on this engine), swarm (a service per group) or kubernetes (a Deployment per group). */
+  readonly controlPlane: ControlPlaneKind;
+  /** FNTS_RUNNER_IMAGE (fnts/fnts:latest, npm run image:runner): the image runners run. */
+  readonly runnerImage: string;
+  /** FNTS_POOL_NAME (fnts): the manager's name on its runners; a restarted manager with the same name takes them back. */
+  readonly name: string;
+  /** FNTS_RUNNER_MEMORY_MB (4096, Fn's capacity per runner): the memory each runner offers to calls. */
+  readonly runnerMemMb: number;
+  /** FNTS_MIN_RUNNERS (1) and FNTS_MAX_RUNNERS (10): runners per group. */
+  readonly minRunners: number;
+  readonly maxRunners: number;
+  /** FNTS_PREDICTOR (forecast): conservative (seed 003: the demand of the moment) or forecast (ours: ahead of a rise). */
+  readonly predictor: 'conservative' | 'forecast';
+  /** FNTS_REQUIREMENT_TTL_MSECS (5000): an LB's requirement lasts this long unless restated; an LB silent this long is purged. */
+  readonly requirementTtlMs: number;
+  /** FNTS_SCALE_TICK_MSECS (1000): how often groups are scaled. */
+  readonly tickMs: number;
+  /** FNTS_RUNNER_START_MSECS (5000): how long a runner takes to start, how far ahead the forecast looks. */
+  readonly runnerStartMs: number;
+  /** FNTS_RUNNER_START_TIMEOUT_MSECS (120000): a runner not answering this long after it appeared is removed. */
+  readonly startTimeoutMs: number;
+  /** FNTS_DRAIN_GRACE_MSECS (3000): a draining runner stays this long at least, so every LB sees it gone from the membership. */
+  readonly drainGraceMs: number;
+  /** FNTS_MAX_DRAIN_MSECS (600000): a draining runner is removed after this long whatever it still runs. */
+  readonly maxDrainMs: number;
+  /** FNTS_MAX_PROVISION (20, Fn's largest request at once): runners asked for per group per tick. */
+  readonly maxProvisionPerTick: number;
+  /** FNTS_POOL_IOFS_PATH (/tmp/fnts-pool): docker and swarm planes: the host folder of the runners' function sockets (same path on every node). */
+  readonly iofsPath: string;
+  /** FNTS_RUNNER_PUBLISH_HOST: where runner ports are dialled (docker plane: also published; default 127.0.0.1); swarm default: each task's node address. */
+  readonly publishHost: string | undefined;
+  /** FNTS_SWARM_NETWORK: swarm plane: the network LBs reach runners on (their task address, port 9190); unset: a host port on the node. */
+  readonly swarmNetwork: string | undefined;
+  /** FNTS_K8S_API_URL (in a pod: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT): kubernetes plane. */
+  readonly k8sApiUrl: string | undefined;
+  /** FNTS_K8S_NAMESPACE (the pod's own, or default). */
+  readonly k8sNamespace: string;
 }
 
 /** How the fleet roles find each other (Fn's variables, and fnts's own for TLS and caching). */
@@ -160,9 +212,9 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-const NODE_TYPES: readonly NodeType[] = ['full', 'api', 'lb', 'pure-runner'];
+const NODE_TYPES: readonly NodeType[] = ['full', 'api', 'lb', 'pure-runner', 'poolmanager'];
 /** Roles Fn has that later fnts releases add; named so the error can say so. */
-const PLANNED_NODE_TYPES = ['runner', 'poolmanager'];
+const PLANNED_NODE_TYPES = ['runner'];
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 const LOG_FORMATS: readonly LogFormat[] = ['json', 'text'];
 
@@ -315,6 +367,55 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
     fleet: fleetSettings(env, nodeType),
+    pool: poolSettings(env, nodeType),
+  });
+}
+
+const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
+  const minRunners = integer(env, 'FNTS_MIN_RUNNERS', 1, 0, 10_000);
+  const maxRunners = integer(env, 'FNTS_MAX_RUNNERS', 10, 1, 10_000);
+  if (minRunners > maxRunners) throw new ConfigError(`FNTS_MIN_RUNNERS=${minRunners} is more than FNTS_MAX_RUNNERS=${maxRunners}; use at most ${maxRunners}`);
+  const iofsPath = resolve(read(env, 'FNTS_POOL_IOFS_PATH') ?? '/tmp/fnts-pool');
+  if (Buffer.byteLength(iofsPath) > 40) throw new ConfigError(`FNTS_POOL_IOFS_PATH=${iofsPath} is too long for the runners' unix sockets (at most 40 bytes); use e.g. /tmp/fnts-pool`);
+  const name = read(env, 'FNTS_POOL_NAME') ?? 'fnts';
+  if (!/^[A-Za-z0-9_.-]{1,63}$/.test(name)) throw new ConfigError(`FNTS_POOL_NAME=${name} is not a valid label value; use up to 63 letters, digits, '.', '_' or '-'`);
+  const k8sHost = read(env, 'KUBERNETES_SERVICE_HOST');
+  const k8sApiUrl = read(env, 'FNTS_K8S_API_URL')?.replace(/\/+$/, '') ?? (k8sHost ? `https://${k8sHost.includes(':') ? `[${k8sHost}]` : k8sHost}:${read(env, 'KUBERNETES_SERVICE_PORT') ?? '443'}` : undefined);
+  const controlPlane = oneOf(env, 'FNTS_CONTROL_PLANE', ['docker', 'swarm', 'kubernetes'] as const, 'docker');
+  if (nodeType === 'poolmanager' && controlPlane === 'kubernetes' && k8sApiUrl === undefined) {
+    throw new ConfigError('FNTS_CONTROL_PLANE=kubernetes needs the API server: run the manager in a pod (KUBERNETES_SERVICE_HOST is set there) or set FNTS_K8S_API_URL');
+  }
+  let namespace = read(env, 'FNTS_K8S_NAMESPACE');
+  if (namespace === undefined) {
+    try {
+      namespace = readFileSync(join(SERVICE_ACCOUNT, 'namespace'), 'utf8').trim();
+    } catch {
+      namespace = 'default';
+    }
+  }
+  return Object.freeze({
+    grpcPort: integer(env, 'FN_GRPC_PORT', 9191, 0, 65535),
+    controlPlane,
+    runnerImage: read(env, 'FNTS_RUNNER_IMAGE') ?? 'fnts/fnts:latest',
+    name,
+    runnerMemMb: integer(env, 'FNTS_RUNNER_MEMORY_MB', 4096, 128, 16 * 1024 * 1024),
+    minRunners,
+    maxRunners,
+    predictor: oneOf(env, 'FNTS_PREDICTOR', ['conservative', 'forecast'] as const, 'forecast'),
+    requirementTtlMs: msecs(env, 'FNTS_REQUIREMENT_TTL_MSECS', 5000, 100, 3600_000),
+    tickMs: msecs(env, 'FNTS_SCALE_TICK_MSECS', 1000, 50, 600_000),
+    runnerStartMs: msecs(env, 'FNTS_RUNNER_START_MSECS', 5000, 0, 3600_000),
+    startTimeoutMs: msecs(env, 'FNTS_RUNNER_START_TIMEOUT_MSECS', 120_000, 1000, 3600_000),
+    drainGraceMs: msecs(env, 'FNTS_DRAIN_GRACE_MSECS', 3000, 0, 3600_000),
+    maxDrainMs: msecs(env, 'FNTS_MAX_DRAIN_MSECS', 600_000, 1000, 24 * 3600_000),
+    maxProvisionPerTick: integer(env, 'FNTS_MAX_PROVISION', 20, 1, 1000),
+    iofsPath,
+    publishHost: read(env, 'FNTS_RUNNER_PUBLISH_HOST'),
+    swarmNetwork: read(env, 'FNTS_SWARM_NETWORK'),
+    k8sApiUrl,
+    k8sNamespace: namespace,
   });
 }
 

@@ -14,7 +14,8 @@ import { ApiError, E, invalidSyslog, MAX_NAME_LENGTH } from './errors.js';
 export const RUNNER_GROUP_ANNOTATION = 'fnts.io/runner-group';
 /** The group of an app without the annotation. */
 export const DEFAULT_RUNNER_GROUP = 'default';
-const RUNNER_GROUP_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+/** At most 40 characters: control planes name containers, services and Deployments after the group, with a prefix. */
+export const RUNNER_GROUP_NAME = /^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/;
 
 /** The runner group of an app with `annotations` (validated ones: a bad value was refused when stored). */
 export function runnerGroupOf(annotations: Annotations): string {

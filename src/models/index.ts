@@ -4,7 +4,7 @@
  */
 export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annotations.js';
 export type { Annotations } from './annotations.js';
-export { APP_SHAPES, appPatchFromJson, applyAppPatch, appToJson, DEFAULT_RUNNER_GROUP, newAppFromJson, RUNNER_GROUP_ANNOTATION, runnerGroupOf, validateAppName } from './app.js';
+export { APP_SHAPES, appPatchFromJson, applyAppPatch, appToJson, DEFAULT_RUNNER_GROUP, newAppFromJson, RUNNER_GROUP_ANNOTATION, RUNNER_GROUP_NAME, runnerGroupOf, validateAppName } from './app.js';
 export type { App, AppPatch, AppShape } from './app.js';
 export { isoTime, newId, now } from './common.js';
 export type { ConfigMap } from './common.js';

@@ -3,6 +3,7 @@
  * agent, and the protocol's messages and translations both sides share.
  */
 export { RunnerServer } from './runner.js';
+export { bindServer, shutdownServer } from './grpc.js';
 export type { RunnerServerOptions } from './runner.js';
 export { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, nsToMs, refusalMessage, runnerProtocol, wireCallJson } from './protocol.js';
 export type {

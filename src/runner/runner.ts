@@ -18,6 +18,7 @@
  * the call never ran and may resend it elsewhere.
  */
 import * as grpc from '@grpc/grpc-js';
+import { bindServer, shutdownServer } from './grpc.js';
 import type { Logger } from 'pino';
 import { sameName, type CallResponse, type Invoker } from '../agent/index.js';
 import { encodeTriggerAnswer, undecorateTrigger } from '../agent/protocol/trigger.js';
@@ -156,12 +157,7 @@ export class RunnerServer {
 
   /** Binds the gRPC port (0: any free port) and answers with the port bound. */
   listen(host: string, port: number): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, this.o.credentials ?? grpc.ServerCredentials.createInsecure(), (err, bound) => {
-        if (err) reject(new Error(`could not listen for gRPC on ${host}:${port}: ${err.message}; set FN_GRPC_PORT to a free port`));
-        else resolve(bound);
-      });
-    });
+    return bindServer(this.server, host, port, this.o.credentials);
   }
 
   /** Calls in flight, and calls received and handled (not refused) since start: RunnerStatus. */
@@ -207,12 +203,7 @@ export class RunnerServer {
   /** Stops serving: streams still open are cut. Idempotent. */
   async close(): Promise<void> {
     this.draining = true;
-    await new Promise<void>((resolve) => {
-      const force = setTimeout(() => this.server.forceShutdown(), 1000);
-      this.server.tryShutdown(() => {
-        clearTimeout(force);
-        resolve();
-      });
+    await shutdownServer(this.server, 1000, () => {
       for (const s of this.streams) s.cancelled || s.end();
     });
   }

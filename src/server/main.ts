@@ -24,6 +24,8 @@ import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteLookup, RunnerClient, StaticPool, type RunnerPool } from '../lb/index.js';
 import { RunnerServer } from '../runner/index.js';
+import { CapacityBook, PoolManager, PoolManagerServer, PoolMetrics, PREDICTORS, RunnerStatus } from '../poolmanager/index.js';
+import { createControlPlane } from '../poolmanager/planes/index.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -150,6 +152,8 @@ interface RoleParts {
   readonly runner?: RunnerServer;
   /** The gRPC port it listens on. */
   readonly grpcPort?: number;
+  /** Stops what the role runs besides the above (the pool manager's loop and server); first in line at close. */
+  readonly stop?: () => Promise<void>;
 }
 
 /** What a role reports to: metrics (unless FNTS_METRICS=off) and spans (when an OTLP endpoint is set). */
@@ -164,7 +168,8 @@ type Wiring = (config: Config, logger: Logger, datastore: SqlDatastore, changes:
  * One wiring per role (FN_NODE_TYPE). `full`: the API and the local agent
  * behind the invoke endpoints. `api`: the API only. `pure-runner`: the
  * agent behind Fn's gRPC runner protocol. `lb`: the invoke endpoints, calls
- * placed on runners. (`poolmanager` joins here when it arrives.)
+ * placed on runners. `poolmanager`: runner groups scaled through a control
+ * plane for the LBs' advertised demand.
  */
 const ROLES: Record<NodeType, Wiring> = {
   async full(config, logger, datastore, changes, queue, { metrics, tracing }) {
@@ -202,9 +207,7 @@ const ROLES: Record<NodeType, Wiring> = {
     const syslog = new SyslogForwarder(logger.child({ module: 'syslog' }));
     agent.addListener(syslog);
     const tls = config.fleet.tls;
-    const credentials = tls
-      ? grpc.ServerCredentials.createSsl(readFileSync(tls.ca), [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], true)
-      : undefined;
+    const credentials = serverCredentials(config);
     const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(credentials ? { credentials } : {}), ...(metrics ? { events: metrics } : {}) });
     let grpcPort: number;
     try {
@@ -232,7 +235,7 @@ const ROLES: Record<NodeType, Wiring> = {
     let pool: RunnerPool;
     if (fleet.npmAddress !== undefined) {
       const managed = new ManagedPool({
-        manager: new PoolManagerClient(fleet.npmAddress, tls ? grpc.credentials.createSsl(runnerTls!.ca, runnerTls!.key, runnerTls!.cert) : undefined),
+        manager: new PoolManagerClient(fleet.npmAddress, clientCredentials(config)),
         connect,
         lbId: selfInstance(),
         log: logger.child({ module: 'pool' }),
@@ -277,7 +280,73 @@ const ROLES: Record<NodeType, Wiring> = {
     logger.info({ ...(fleet.npmAddress !== undefined ? { npm: fleet.npmAddress } : { runners: fleet.runnerAddresses }), placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
     return { invoke, invoker, ...(recorder ? { recorder } : {}), ...(workers ? { workers } : {}) };
   },
+  /**
+   * The pool manager: LBs advertise what each runner group needs
+   * (NodePoolScaler) and ask for its runners (RunnerManager) on
+   * FN_GRPC_PORT (9191); the groups are scaled through FNTS_CONTROL_PLANE.
+   */
+  async poolmanager(config, logger, _datastore, _changes, _queue, { metrics }) {
+    const { pool } = config;
+    const log = logger.child({ module: 'poolmanager' });
+    // Runners get the settings that make them part of this fleet.
+    const runnerEnv: Record<string, string> = { FN_LOG_LEVEL: config.logLevel, FN_LOG_FORMAT: config.logFormat, ...(config.agent.containerTag ? { FN_CONTAINER_LABEL_TAG: config.agent.containerTag } : {}) };
+    const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag);
+    const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
+    const status = new RunnerStatus(clientCredentials(config));
+    let manager: PoolManager | undefined;
+    const events = metrics ? new PoolMetrics(metrics.registry, () => manager, book) : undefined;
+    manager = new PoolManager({
+      plane,
+      book,
+      predictor: PREDICTORS[pool.predictor],
+      probe: status.probe,
+      log,
+      runnerMemMb: pool.runnerMemMb,
+      minRunners: pool.minRunners,
+      maxRunners: pool.maxRunners,
+      maxProvisionPerTick: pool.maxProvisionPerTick,
+      tickMs: pool.tickMs,
+      leadMs: pool.runnerStartMs,
+      drainGraceMs: pool.drainGraceMs,
+      maxDrainMs: pool.maxDrainMs,
+      startTimeoutMs: pool.startTimeoutMs,
+      ...(events ? { events } : {}),
+    });
+    const credentials = serverCredentials(config);
+    const server = new PoolManagerServer({ manager, book, log, ...(credentials ? { credentials } : {}) });
+    let grpcPort: number;
+    try {
+      grpcPort = await server.listen(config.listenHost, pool.grpcPort);
+    } catch (err) {
+      await plane.close();
+      throw err;
+    }
+    const started = manager;
+    started.start();
+    logger.info({ grpcPort, controlPlane: plane.kind, predictor: pool.predictor, runners: [pool.minRunners, pool.maxRunners] }, `pool manager serving on :${grpcPort}`);
+    return {
+      grpcPort,
+      async stop() {
+        await server.close();
+        await started.close();
+        status.close();
+        await plane.close();
+      },
+    };
+  },
 };
+
+/** Mutual TLS for a fleet role's gRPC server (FNTS_GRPC_TLS_*); undefined: plaintext. */
+function serverCredentials(config: Config): grpc.ServerCredentials | undefined {
+  const tls = config.fleet.tls;
+  return tls ? grpc.ServerCredentials.createSsl(readFileSync(tls.ca), [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], true) : undefined;
+}
+
+/** Mutual TLS for a fleet role's gRPC clients (FNTS_GRPC_TLS_*); undefined: plaintext. */
+function clientCredentials(config: Config): grpc.ChannelCredentials | undefined {
+  const tls = config.fleet.tls;
+  return tls ? grpc.credentials.createSsl(readFileSync(tls.ca), readFileSync(tls.key), readFileSync(tls.cert)) : undefined;
+}
 
 /**
  * Releases what a role holds, in order: no new detached calls are leased
@@ -285,6 +354,7 @@ const ROLES: Record<NodeType, Wiring> = {
  * log destinations and the queue closed, and the datastore last.
  */
 async function release(parts: RoleParts, queue: Queue | undefined, datastore: SqlDatastore, tracing: Tracing | undefined): Promise<void> {
+  await parts.stop?.();
   // A runner refuses new calls while those in flight finish; then its port closes.
   await parts.runner?.drain();
   await parts.runner?.close();
@@ -297,7 +367,7 @@ async function release(parts: RoleParts, queue: Queue | undefined, datastore: Sq
 
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
   // LBs and runners keep nothing: their datastore (for the queue's table, unused) lives in memory.
-  const fleet = config.nodeType === 'lb' || config.nodeType === 'pure-runner';
+  const fleet = config.nodeType === 'lb' || config.nodeType === 'pure-runner' || config.nodeType === 'poolmanager';
   const datastore = await openSqlDatastore(fleet ? 'sqlite3://:memory:' : config.dbUrl);
   const changes = new Changes(logger);
   let parts: RoleParts = {};

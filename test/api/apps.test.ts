@@ -112,7 +112,7 @@ describe('POST /v2/apps', () => {
   });
 
   it.each([['Blue'], ['-blue'], ['blue-'], ['a_b'], ['x'.repeat(64)], [5], [{ group: 'blue' }]])('answers 400 to the runner group %j, saying what a group name is', async (group) => {
-    const message = "Invalid annotation fnts.io/runner-group, it must be a string of 1 to 63 lower case letters, digits and '-', starting and ending with a letter or digit";
+    const message = "Invalid annotation fnts.io/runner-group, it must be a string of 1 to 40 lower case letters, digits and '-', starting and ending with a letter or digit";
     await api.expectError('POST', '/v2/apps', { name: 'grouped', annotations: { 'fnts.io/runner-group': group } }, 400, message);
     const app = await api.createApp({ name: 'plain' });
     await api.expectError('PUT', `/v2/apps/${app.id}`, { annotations: { 'fnts.io/runner-group': group } }, 400, message);

@@ -1,0 +1,42 @@
+/**
+ * The control plane a pool manager's settings name (FNTS_CONTROL_PLANE).
+ */
+import type { PoolSettings } from '../../config/index.js';
+import { TAG_LABEL } from '../../agent/index.js';
+import type { ControlPlane } from '../control-plane.js';
+import { DockerPlane } from './docker.js';
+import { KubernetesPlane } from './kubernetes.js';
+import { SwarmPlane } from './swarm.js';
+
+export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT } from './docker.js';
+export type { DockerPlaneOptions } from './docker.js';
+export { KubernetesPlane } from './kubernetes.js';
+export type { KubernetesPlaneOptions } from './kubernetes.js';
+export { SwarmPlane } from './swarm.js';
+export type { SwarmPlaneOptions } from './swarm.js';
+
+/**
+ * `runnerEnv`: settings every runner gets (log level and format, TLS files,
+ * the container tag); `containerTag` also labels the runners themselves.
+ */
+export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Record<string, string>>, containerTag: string | undefined): ControlPlane {
+  const labels: Record<string, string> = containerTag ? { [TAG_LABEL]: containerTag } : {};
+  switch (pool.controlPlane) {
+    case 'docker':
+      return new DockerPlane({ image: pool.runnerImage, manager: pool.name, iofsRoot: pool.iofsPath, runnerMemMb: pool.runnerMemMb, ...(pool.publishHost ? { publishHost: pool.publishHost } : {}), runnerEnv, labels });
+    case 'swarm':
+      return new SwarmPlane({
+        image: pool.runnerImage,
+        manager: pool.name,
+        iofsRoot: pool.iofsPath,
+        runnerMemMb: pool.runnerMemMb,
+        runnerEnv,
+        labels,
+        ...(pool.swarmNetwork ? { network: pool.swarmNetwork } : {}),
+        ...(pool.publishHost ? { publishHost: pool.publishHost } : {}),
+      });
+    case 'kubernetes':
+      // config requires the API server's address for this plane.
+      return new KubernetesPlane({ apiUrl: pool.k8sApiUrl!, namespace: pool.k8sNamespace, image: pool.runnerImage, manager: pool.name, runnerMemMb: pool.runnerMemMb, runnerEnv });
+  }
+}

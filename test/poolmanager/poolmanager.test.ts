@@ -1,0 +1,112 @@
+/**
+ * The pool manager as users run it: the real `fnts` process in the
+ * poolmanager role, with the docker control plane and the fnts image
+ * (npm run image:runner). An LB's advertisements (over gRPC, as an LB sends
+ * them) make it start a runner container; a call placed on that runner by a
+ * real LB runs in a function container the runner started beside itself on
+ * the host engine; when the advertisements stop the runner drains and is
+ * removed, its containers with it.
+ */
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { INSTANCE_LABEL } from '../../src/agent/index.js';
+import { poolManagerClient, type PoolManagerClient } from '../../src/poolmanager/index.js';
+import { MANAGER_LABEL } from '../../src/poolmanager/planes/index.js';
+import { docker, ensureFunctionImage, ensureRunnerImage, HELLO_FUNC_JS } from '../support/images.js';
+import { startFnts, type FntsProcess } from '../support/process.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { eventually } from '../support/wait.js';
+
+const name = `test-${randomBytes(3).toString('hex')}`;
+const iofs = `/tmp/fnts-pool-${randomBytes(3).toString('hex')}`;
+
+async function runnerContainers(): Promise<string[]> {
+  return (await docker().listContainers({ all: true, filters: { label: [`${MANAGER_LABEL}=${name}`] } })).map((c) => c.Names[0]!.slice(1));
+}
+
+describe('FN_NODE_TYPE=poolmanager with the docker control plane', () => {
+  let manager: FntsProcess;
+  let client: PoolManagerClient;
+  let hello: string;
+  let api: TestServer | undefined;
+  let lb: TestServer | undefined;
+
+  beforeAll(async () => {
+    const [image] = await Promise.all([ensureRunnerImage(), ensureFunctionImage('hello', HELLO_FUNC_JS).then((h) => (hello = h))]);
+    manager = await startFnts({
+      FN_NODE_TYPE: 'poolmanager',
+      FN_GRPC_PORT: '0',
+      FN_LOG_LEVEL: 'info',
+      FN_LOG_FORMAT: 'text',
+      FNTS_CONTROL_PLANE: 'docker',
+      FNTS_RUNNER_IMAGE: image,
+      FNTS_POOL_NAME: name,
+      FNTS_POOL_IOFS_PATH: iofs,
+      FNTS_MIN_RUNNERS: '0',
+      FNTS_RUNNER_MEMORY_MB: '512',
+      FNTS_REQUIREMENT_TTL_MSECS: '1500',
+      FNTS_SCALE_TICK_MSECS: '250',
+      FNTS_DRAIN_GRACE_MSECS: '1000',
+    });
+    const port = Number(/pool manager serving on :(\d+)/.exec(manager.output())![1]);
+    client = poolManagerClient(`127.0.0.1:${port}`);
+  });
+
+  afterAll(async () => {
+    client?.close();
+    await lb?.close();
+    await api?.close();
+    const code = await manager?.stop();
+    // Runners outlive their manager by design (a restarted one takes them back); the test removes its own.
+    await Promise.all((await runnerContainers()).map((c) => docker().getContainer(c).remove({ force: true })));
+    rmSync(iofs, { recursive: true, force: true });
+    expect(code).toBe(0);
+  });
+
+  it('starts a runner for an LB\'s demand, runs a call on it, and drains and removes it once the demand stops', async () => {
+    expect(await client.getLBGroup('default')).toEqual([]);
+    // An LB advertising 300 MB of calls in flight, twice a second.
+    const advertise = setInterval(() => void client.advertiseCapacity('lb-test', { default: 300 }).catch(() => undefined), 500);
+    let address: string | undefined;
+    try {
+      const asked = Date.now();
+      await client.advertiseCapacity('lb-test', { default: 300 });
+      expect(await eventually(async () => (address = (await client.getLBGroup('default'))[0]) !== undefined, 30_000, 100), manager.output()).toBe(true);
+      console.log(`first advertisement to the runner in the membership: ${Date.now() - asked} ms`);
+      expect(await runnerContainers()).toHaveLength(1);
+
+      api = await startTestServer({ FN_NODE_TYPE: 'api' });
+      lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: address! });
+      const fn = await api.fn(await api.app(), hello);
+      const res = await lb.invoke(fn.id, { name: 'managed fleet' });
+      expect(res.status, res.text).toBe(200);
+      expect(res.json).toEqual({ message: 'Hello managed fleet' });
+
+      const metrics = await fetch(`${manager.url}/metrics`).then((r) => r.text());
+      expect(metrics).toContain('fnts_pool_runners{group="default",state="active"} 1');
+      expect(metrics).toMatch(/fnts_pool_provisioned_total\{group="default"\} 1\b/);
+      expect(metrics).toContain('fnts_pool_lbs 1');
+    } finally {
+      clearInterval(advertise);
+    }
+
+    // The demand expires: the runner leaves the membership at once, then goes with its function container.
+    const [runner] = await runnerContainers();
+    expect(await eventually(async () => (await client.getLBGroup('default')).length === 0, 10_000, 200)).toBe(true);
+    expect(await eventually(async () => (await runnerContainers()).length === 0, 30_000, 250), manager.output()).toBe(true);
+    const left = await docker().listContainers({ all: true, filters: { label: [INSTANCE_LABEL] } });
+    expect(left.filter((c) => c.Labels[INSTANCE_LABEL]!.startsWith(`${runner}/`))).toEqual([]);
+    const metrics = await fetch(`${manager.url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/fnts_pool_removed_total\{group="default"\} 1\b/);
+    expect(manager.output()).toMatch(/an LB stopped advertising/);
+  });
+
+  it('refuses a group name no control plane can use, saying what a name may hold', async () => {
+    const err = await client.getLBGroup('Not Valid').then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(err?.message).toMatch(/INVALID_ARGUMENT: runner group 'Not Valid' is not a valid name/);
+  });
+});
