@@ -68,6 +68,11 @@ describe('compileConfig', () => {
     expect(compileConfig({}, dir).otelSampler).toEqual({ kind: 'parentbased_always_on', ratio: 1 });
     expect(compileConfig({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }, dir).otelSampler).toEqual({ kind: 'parentbased_traceidratio', ratio: 0.1 });
     expect(() => compileConfig({ OTEL_TRACES_SAMPLER_ARG: '10' }, dir)).toThrow(/OTEL_TRACES_SAMPLER_ARG=10 is not a ratio between 0 and 1/);
+    // OTLP over HTTP, protobuf by default as the standard says; JSON on request; gRPC refused with what to use instead.
+    expect(compileConfig({}, dir).otlpProtocol).toBe('http/protobuf');
+    expect(compileConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, dir).otlpProtocol).toBe('http/json');
+    expect(compileConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }, dir).otlpProtocol).toBe('http/protobuf');
+    expect(() => compileConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, dir)).toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: .* use http\/protobuf/);
     expect(() => compileConfig({ OTEL_TRACES_SAMPLER: 'sometimes' }, dir)).toThrow(/OTEL_TRACES_SAMPLER/);
     expect(compileConfig({}, dir).metrics).toBe(true);
     expect(compileConfig({ FNTS_METRICS: 'off' }, dir).metrics).toBe(false);

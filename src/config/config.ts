@@ -59,6 +59,8 @@ export interface Config {
    * (used as is) or OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces); undefined = tracing off.
    */
   readonly otlpTracesUrl: string | undefined;
+  /** OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf, the standard's default; or http/json): how spans are encoded. */
+  readonly otlpProtocol: OtlpProtocol;
   /** OTEL_SERVICE_NAME (fnts): the service the spans belong to. */
   readonly otelServiceName: string;
   /** OTEL_TRACES_SAMPLER (parentbased_always_on) and OTEL_TRACES_SAMPLER_ARG (the ratio, 0..1, default 1): which calls are traced. */
@@ -358,6 +360,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
     metrics: oneOf(env, 'FNTS_METRICS', ['on', 'off'] as const, 'on') === 'on',
     otlpTracesUrl: otlpTracesUrl(env),
+    otlpProtocol: otlpProtocol(env),
     otelServiceName: read(env, 'OTEL_SERVICE_NAME') ?? 'fnts',
     otelSampler: {
       kind: oneOf(env, 'OTEL_TRACES_SAMPLER', TRACE_SAMPLERS, 'parentbased_always_on'),
@@ -491,6 +494,16 @@ function samplerRatio(env: Env): number {
   const ratio = Number(raw);
   if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG=${raw} is not a ratio between 0 and 1 (0.1 traces one call in ten)`);
   return ratio;
+}
+
+/** The OTLP encodings fnts exports spans in (OTLP over gRPC is not one of them). */
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
+
+function otlpProtocol(env: Env): OtlpProtocol {
+  const name = read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  if (read(env, name)?.toLowerCase() === 'grpc') throw new ConfigError(`${name}=grpc is not supported: fnts sends spans over OTLP/HTTP; use http/protobuf (the default) or http/json, and the receiver's HTTP port (4318)`);
+  return oneOf(env, name, OTLP_PROTOCOLS, 'http/protobuf');
 }
 
 function otlpTracesUrl(env: Env): string | undefined {

@@ -378,7 +378,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     // The queue of detached calls: in the database, or Redis for a fleet; every role sees it (an api node redrives).
     queue = config.mqUrl ? new RedisQueue(config.mqUrl) : new SqlQueue(() => datastore.database());
     const metrics = config.metrics ? new Metrics({ role: config.nodeType, version: VERSION, queue }) : undefined;
-    tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType, sampler: config.otelSampler, log: logger }) : undefined;
+    tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, protocol: config.otlpProtocol, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType, sampler: config.otelSampler, log: logger }) : undefined;
     if (tracing) logger.info({ url: config.otlpTracesUrl }, 'tracing on: spans go to the OTLP endpoint');
     parts = await ROLES[config.nodeType](config, logger, datastore, changes, queue, { metrics, tracing });
     // The embedded queue lives in the datastore; Redis is a dependency of its own.

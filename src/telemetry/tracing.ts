@@ -12,7 +12,7 @@ import { SpanKind, type Context } from '@opentelemetry/api';
 import { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, SamplingDecision, TraceIdRatioBasedSampler, type Sampler } from '@opentelemetry/sdk-trace-base';
 import type { Logger } from 'pino';
 import type { SpanRecord, SpanRecorder } from '../agent/index.js';
-import type { TraceSampler } from '../config/index.js';
+import type { OtlpProtocol, TraceSampler } from '../config/index.js';
 import { SpanExport } from './span-export.js';
 
 export interface Tracing {
@@ -27,9 +27,9 @@ function sampler(kind: TraceSampler, ratio: number): Sampler {
   return kind.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root;
 }
 
-export function startTracing(o: { url: string; serviceName: string; version: string; role: string; sampler: { kind: TraceSampler; ratio: number }; log: Logger }): Tracing {
+export function startTracing(o: { url: string; protocol: OtlpProtocol; serviceName: string; version: string; role: string; sampler: { kind: TraceSampler; ratio: number }; log: Logger }): Tracing {
   const decide = sampler(o.sampler.kind, o.sampler.ratio);
-  const spans = new SpanExport({ url: o.url, version: o.version, log: o.log, resource: { 'service.name': o.serviceName, 'service.version': o.version, 'fnts.role': o.role } });
+  const spans = new SpanExport({ url: o.url, protocol: o.protocol, version: o.version, log: o.log, resource: { 'service.name': o.serviceName, 'service.version': o.version, 'fnts.role': o.role } });
   return {
     recorder: {
       sampled: (parent: Context, traceId: string, name: string) => decide.shouldSample(parent, traceId, name, SpanKind.INTERNAL, {}, []).decision === SamplingDecision.RECORD_AND_SAMPLED,

@@ -6,6 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeImage } from '../support/functions.js';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -22,17 +23,66 @@ interface OtlpSpan {
   links?: Array<{ traceId: string; spanId: string }>;
 }
 
-/** An OTLP/HTTP receiver: keeps every span posted to /v1/traces (JSON encoding). */
-async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; close(): Promise<void> }> {
+/**
+ * OTLP's trace request, the fields these tests read (opentelemetry-proto's
+ * trace/v1 and common/v1, field numbers as published), to read the
+ * protobuf encoding the way a collector does.
+ */
+const OTLP = protobuf.Root.fromJSON({
+  nested: {
+    AnyValue: { fields: { stringValue: { type: 'string', id: 1 }, intValue: { type: 'int64', id: 3 } } },
+    KeyValue: { fields: { key: { type: 'string', id: 1 }, value: { type: 'AnyValue', id: 2 } } },
+    Link: { fields: { traceId: { type: 'bytes', id: 1 }, spanId: { type: 'bytes', id: 2 } } },
+    Span: {
+      fields: {
+        traceId: { type: 'bytes', id: 1 },
+        spanId: { type: 'bytes', id: 2 },
+        parentSpanId: { type: 'bytes', id: 4 },
+        name: { type: 'string', id: 5 },
+        startTimeUnixNano: { type: 'fixed64', id: 7 },
+        endTimeUnixNano: { type: 'fixed64', id: 8 },
+        attributes: { rule: 'repeated', type: 'KeyValue', id: 9 },
+        links: { rule: 'repeated', type: 'Link', id: 13 },
+      },
+    },
+    ScopeSpans: { fields: { spans: { rule: 'repeated', type: 'Span', id: 2 } } },
+    ResourceSpans: { fields: { scopeSpans: { rule: 'repeated', type: 'ScopeSpans', id: 2 } } },
+    ExportTraceServiceRequest: { fields: { resourceSpans: { rule: 'repeated', type: 'ResourceSpans', id: 1 } } },
+  },
+}).lookupType('ExportTraceServiceRequest');
+
+/** A protobuf-encoded request in the JSON encoding's shape (ids in hex, times as decimal strings). */
+function fromProtobuf(bytes: Buffer): { resourceSpans?: Array<{ scopeSpans?: Array<{ spans?: OtlpSpan[] }> }> } {
+  const hex = (b: Uint8Array | undefined): string | undefined => (b && b.length > 0 ? Buffer.from(b).toString('hex') : undefined);
+  const decoded = OTLP.toObject(OTLP.decode(bytes), { longs: String, bytes: Array, defaults: false, arrays: true }) as any;
+  for (const rs of decoded.resourceSpans ?? [])
+    for (const ss of rs.scopeSpans ?? [])
+      ss.spans = (ss.spans ?? []).map((x: any) => ({
+        ...x,
+        traceId: hex(x.traceId),
+        spanId: hex(x.spanId),
+        parentSpanId: hex(x.parentSpanId),
+        links: x.links.map((l: any) => ({ traceId: hex(l.traceId), spanId: hex(l.spanId) })),
+      }));
+  return decoded;
+}
+
+/** An OTLP/HTTP receiver: keeps every span posted to /v1/traces, in either encoding, and the encodings it saw. */
+async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; types: Set<string>; close(): Promise<void> }> {
   const spans: OtlpSpan[] = [];
+  const types = new Set<string>();
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (req.url === '/v1/traces' && req.method === 'POST' && (req.headers['content-type'] ?? '').includes('json')) {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        for (const rs of body.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []));
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      const type = req.headers['content-type'] ?? '';
+      const json = type.includes('json');
+      if (req.url === '/v1/traces' && req.method === 'POST' && (json || type.includes('x-protobuf'))) {
+        types.add(type);
+        const body = Buffer.concat(chunks);
+        const request = json ? JSON.parse(body.toString('utf8')) : fromProtobuf(body);
+        for (const rs of request.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []));
+        res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' }).end(json ? '{}' : undefined);
       } else res.writeHead(415).end();
     });
   });
@@ -40,6 +90,7 @@ async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; close(
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     spans,
+    types,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
@@ -111,6 +162,8 @@ describe('tracing (OTLP/HTTP)', () => {
     // The function saw the call's own traceparent: same trace, the submit span as parent.
     const seen = second.json.headers.traceparent ?? second.json.headers.Traceparent;
     expect(String(seen)).toBe(`00-${traceId}-${submits[1]!.spanId}-01`);
+    // OTLP's default encoding, protobuf, unless told otherwise.
+    expect([...receiver.types]).toEqual(['application/x-protobuf']);
   });
 
   it('links every call that waited for a container start to that start', async () => {
@@ -128,6 +181,21 @@ describe('tracing (OTLP/HTTP)', () => {
       const slot = receiver.spans.find((x) => x.parentSpanId === submit.spanId && x.name === 'agent_get_slot')!;
       expect(slot.links).toHaveLength(1);
       expect(starts.has(slot.links![0]!.spanId)).toBe(true);
+    }
+  });
+
+  it('sends spans as OTLP JSON when OTEL_EXPORTER_OTLP_PROTOCOL=http/json', async () => {
+    const json = await startReceiver();
+    const other = await startTestServer({ OTEL_EXPORTER_OTLP_ENDPOINT: json.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    try {
+      const jfn = await other.fn(await other.app(), await probeImage());
+      const res = await other.invoke(jfn.id, {});
+      expect(res.status).toBe(200);
+      expect(await eventually(() => json.spans.some((x) => x.name === 'agent_submit' && attr(x, 'fn.call_id') === res.headers.get('fn-call-id')), 10_000)).toBe(true);
+      expect([...json.types]).toEqual(['application/json']);
+    } finally {
+      await other.close();
+      await json.close();
     }
   });
 });
