@@ -275,4 +275,23 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     const live = driver.live().map((c) => c.spec.image).sort();
     expect(live).toEqual(['echo', 'slow']);
   });
+
+  it('on a runner, makes room for a call an LB says has waited: idle containers go after FN_EJECT_IDLE_MSECS, not five times that', async () => {
+    const clock = new ManualClock();
+    const { driver, agent, spec, call } = setup({ slow: sleepy(10), echo }, { ejectIdleMs: 100, nonBlockingResources: true }, 1000, clock);
+    const a = spec('slow', { memory: 600 });
+    await call(a);
+    clock.advance(150);
+    const b = spec('echo', { memory: 600 });
+    // Refused, and a refusal alone evicts nothing idle for less than 5 x 100 ms.
+    await expect(call(b)).rejects.toMatchObject({ status: 503 });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(driver.live().map((c) => c.spec.image)).toEqual(['slow']);
+    // The LB's hint: the idle container goes, and the call after it finds room.
+    agent.makeRoom({ id: 'hint', type: 'sync', fn: b, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: [], createdAt: Date.now() });
+    await until(() => driver.live().length === 0);
+    // Its memory is released once the driver has removed it (no clock time passes meanwhile).
+    await new Promise((r) => setTimeout(r, 20));
+    expect(text(await call(b, 'room'))).toBe('{"got":"room"}');
+  });
 });

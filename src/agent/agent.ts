@@ -249,6 +249,17 @@ export class Agent implements Invoker, PoolHost {
     return token;
   }
 
+  /**
+   * Makes room for a call of `call`'s fn now if there is none: idle
+   * containers of other fns go as for a launch that waits (not only those
+   * idle far longer, as for a refusal). For a call that has waited at the
+   * LB, on the runner the LB would have it run on.
+   */
+  makeRoom(call: Call): void {
+    const { request } = functionSpec(call.fn, call.type);
+    this.evictor.evict(request, true).catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
+  }
+
   dropped(pool: SlotPool): void {
     if (this.pools.get(pool.key) === pool) this.pools.delete(pool.key);
   }

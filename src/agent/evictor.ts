@@ -61,16 +61,18 @@ export class Evictor {
    * requests wait. For a refused `req` only containers idle for
    * REFUSED_IDLE_FACTOR times FN_EJECT_IDLE_MSECS go: a refusal sends the
    * call to another runner, and evicting at the first refusal makes runners
-   * that are merely busy churn containers (measured: bench/fleet.mts).
+   * that are merely busy churn containers (measured: bench/fleet.mts). An
+   * `eager` request (a call an LB says has waited: the runner is its first
+   * choice) takes containers idle FN_EJECT_IDLE_MSECS, as a waiting launch does.
    */
-  async evict(req?: ResourceRequest): Promise<void> {
+  async evict(req?: ResourceRequest, eager = false): Promise<void> {
     if (this.running || this.stopped) return;
     const need = this.o.resources.shortfall(req);
     if (!need || (req && need.memoryBytes <= 0 && need.cpuMillis <= 0)) return;
     this.running = true;
     try {
       const now = this.o.clock.now();
-      const ejectIdleMs = req ? this.o.ejectIdleMs * REFUSED_IDLE_FACTOR : this.o.ejectIdleMs;
+      const ejectIdleMs = req && !eager ? this.o.ejectIdleMs * REFUSED_IDLE_FACTOR : this.o.ejectIdleMs;
       let soonest = Infinity;
       let memory = 0;
       let cpu = 0;

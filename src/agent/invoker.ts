@@ -46,6 +46,8 @@ export interface Invoker {
    * rejected response.
    */
   invoke(call: Call, body: CallBody, bodyLength?: number): RunningCall;
+  /** Makes room now for a call of `call`'s fn, when it keeps containers (the agent); see Agent.makeRoom. */
+  makeRoom?(call: Call): void;
   /**
    * Cuts every call in progress now (they answer 503 Service is shutting
    * down), so that close() completes without waiting for functions.

@@ -111,9 +111,13 @@ describe('compileConfig', () => {
       const p = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'swarm', FNTS_MIN_RUNNERS: '0', FNTS_PREDICTOR: 'conservative' }, dir).pool;
       expect(p).toMatchObject({ grpcPort: 9191, controlPlane: 'swarm', minRunners: 0, maxRunners: 10, predictor: 'conservative', runnerImage: 'fnts/fnts:latest', runnerMemMb: 4096 });
       expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FN_GRPC_PORT: '7000' }, dir).pool.grpcPort).toBe(7000);
+      // In a pod: the cluster and service account client-node finds there.
       const k8s = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', FNTS_K8S_NAMESPACE: 'fn' }, dir).pool;
-      expect(k8s.k8sApiUrl).toBe('https://10.96.0.1:443');
+      expect(k8s.k8sApiUrl).toBeUndefined();
       expect(k8s.k8sNamespace).toBe('fn');
+      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', FNTS_K8S_API_URL: 'https://k8s:6443/' }, dir).pool.k8sApiUrl).toBe('https://k8s:6443');
+      // No cluster to be found: say the three ways to give one.
+      expect(() => compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBECONFIG: join(dir, 'none') }, dir)).toThrow(/needs a cluster: run the manager in a pod .*KUBECONFIG or ~\/.kube\/config\), or set FNTS_K8S_API_URL/);
     });
 
     it.each([
@@ -130,7 +134,7 @@ describe('compileConfig', () => {
       [{ FNTS_GRPC_TLS_CERT: '/etc/hostname' }, 'go together: set all three'],
       [{ FNTS_GRPC_TLS_CERT: '/no/such/cert.pem' }, 'FNTS_GRPC_TLS_CERT=/no/such/cert.pem cannot be read'],
       [{ FN_NODE_TYPE: 'runner' }, 'FN_NODE_TYPE=runner is not available in this fnts release'],
-      [{ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes' }, 'FNTS_CONTROL_PLANE=kubernetes needs the API server'],
+      [{ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBECONFIG: '/nonexistent/kubeconfig' }, 'FNTS_CONTROL_PLANE=kubernetes needs a cluster'],
       [{ FNTS_CONTROL_PLANE: 'nomad' }, 'FNTS_CONTROL_PLANE=nomad is not supported; use one of: docker, swarm, kubernetes'],
       [{ FNTS_MIN_RUNNERS: '5', FNTS_MAX_RUNNERS: '2' }, 'FNTS_MIN_RUNNERS=5 is more than FNTS_MAX_RUNNERS=2'],
       [{ FNTS_POOL_IOFS_PATH: '/tmp/a/very/long/folder/for/the/runners/sockets' }, 'is too long for the runners\' unix sockets'],

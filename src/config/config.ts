@@ -6,9 +6,9 @@
  * with a `ConfigError` naming the variable, the value and what is accepted.
  */
 import { createHash } from 'node:crypto';
-import { accessSync, constants as fsConstants, readFileSync, realpathSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { basename, dirname, join, resolve } from 'node:path';
+import { accessSync, constants as fsConstants, existsSync, readFileSync, realpathSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { basename, delimiter, dirname, join, resolve } from 'node:path';
 
 export type NodeType = 'full' | 'api' | 'lb' | 'pure-runner' | 'poolmanager';
 /** FNTS_CONTROL_PLANE: what the pool manager starts runners through. */
@@ -124,7 +124,7 @@ export interface PoolSettings {
   readonly publishHost: string | undefined;
   /** FNTS_SWARM_NETWORK: swarm plane: the network LBs reach runners on (their task address, port 9190); unset: a host port on the node. */
   readonly swarmNetwork: string | undefined;
-  /** FNTS_K8S_API_URL (in a pod: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT): kubernetes plane. */
+  /** FNTS_K8S_API_URL: kubernetes plane: this API server, with the service account's token; unset: the kubeconfig's cluster, or in a pod its own. */
   readonly k8sApiUrl: string | undefined;
   /** FNTS_K8S_NAMESPACE (the pod's own, or default). */
   readonly k8sNamespace: string;
@@ -384,11 +384,11 @@ function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
   if (Buffer.byteLength(iofsPath) > 40) throw new ConfigError(`FNTS_POOL_IOFS_PATH=${iofsPath} is too long for the runners' unix sockets (at most 40 bytes); use e.g. /tmp/fnts-pool`);
   const name = read(env, 'FNTS_POOL_NAME') ?? 'fnts';
   if (!/^[A-Za-z0-9_.-]{1,63}$/.test(name)) throw new ConfigError(`FNTS_POOL_NAME=${name} is not a valid label value; use up to 63 letters, digits, '.', '_' or '-'`);
-  const k8sHost = read(env, 'KUBERNETES_SERVICE_HOST');
-  const k8sApiUrl = read(env, 'FNTS_K8S_API_URL')?.replace(/\/+$/, '') ?? (k8sHost ? `https://${k8sHost.includes(':') ? `[${k8sHost}]` : k8sHost}:${read(env, 'KUBERNETES_SERVICE_PORT') ?? '443'}` : undefined);
+  const k8sApiUrl = read(env, 'FNTS_K8S_API_URL')?.replace(/\/+$/, '');
   const controlPlane = oneOf(env, 'FNTS_CONTROL_PLANE', ['docker', 'swarm', 'kubernetes'] as const, 'docker');
-  if (nodeType === 'poolmanager' && controlPlane === 'kubernetes' && k8sApiUrl === undefined) {
-    throw new ConfigError('FNTS_CONTROL_PLANE=kubernetes needs the API server: run the manager in a pod (KUBERNETES_SERVICE_HOST is set there) or set FNTS_K8S_API_URL');
+  const kubeconfig = read(env, 'KUBECONFIG') ?? join(homedir(), '.kube', 'config');
+  if (nodeType === 'poolmanager' && controlPlane === 'kubernetes' && k8sApiUrl === undefined && read(env, 'KUBERNETES_SERVICE_HOST') === undefined && !existsSync(kubeconfig.split(delimiter)[0]!)) {
+    throw new ConfigError('FNTS_CONTROL_PLANE=kubernetes needs a cluster: run the manager in a pod (its service account is used), or give it a kubeconfig (KUBECONFIG or ~/.kube/config), or set FNTS_K8S_API_URL');
   }
   let namespace = read(env, 'FNTS_K8S_NAMESPACE');
   if (namespace === undefined) {

@@ -21,7 +21,7 @@ import { PassThrough } from 'node:stream';
 import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
-import { LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, wireCallJson, type CallFinishedMsg, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
+import { LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, wireCallJson, type CallFinishedMsg, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
 import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MessageReader, STATUS_PATH } from '../runner/wire.js';
 import { H2Channel, type ChannelTls } from './channel.js';
 
@@ -51,8 +51,11 @@ export interface RunnerClientOptions {
 const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
 /** The TryCall and the body, the body in frames (an empty body is one empty frame with eof), as one write. */
-function requestBytes(call: Call, body: Buffer, wantLog: boolean): Buffer {
-  const parts: Buffer[] = [encodeClientMsg({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions: wantLog ? { [LOG_EXTENSION]: '1' } : {} } })];
+function requestBytes(call: Call, body: Buffer, o: EngageOptions): Buffer {
+  const extensions: Record<string, string> = {};
+  if (o.wantLog) extensions[LOG_EXTENSION] = '1';
+  if (o.makeRoom) extensions[MAKE_ROOM_EXTENSION] = '1';
+  const parts: Buffer[] = [encodeClientMsg({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions } })];
   let at = 0;
   do {
     const end = Math.min(body.length, at + MAX_FRAME_BYTES);
@@ -61,6 +64,13 @@ function requestBytes(call: Call, body: Buffer, wantLog: boolean): Buffer {
     at = end;
   } while (at < body.length);
   return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+}
+
+export interface EngageOptions {
+  /** Ask for the call's log (fnts runners send it in the trailers). */
+  readonly wantLog?: boolean;
+  /** The call has waited: ask the runner to make room for it (fnts runners evict idle containers of other fns). */
+  readonly makeRoom?: boolean;
 }
 
 /** A gRPC call's outcome from its trailers (or a trailers-only answer's headers). */
@@ -111,10 +121,9 @@ export class RunnerClient {
 
   /**
    * Tries to run `call` on this runner (see Attempt); `metadata`: headers
-   * for the Engage stream (the caller's trace context); `wantLog`: ask for
-   * the call's log. Never rejects.
+   * for the Engage stream (the caller's trace context). Never rejects.
    */
-  engage(call: Call, body: Buffer, metadata: Record<string, string> = {}, wantLog = false): Promise<Attempt> {
+  engage(call: Call, body: Buffer, metadata: Record<string, string> = {}, options: EngageOptions = {}): Promise<Attempt> {
     const timeoutMs = call.fn.timeoutS * 1000 + this.graceMs;
     let stream: ClientHttp2Stream;
     try {
@@ -259,7 +268,7 @@ export class RunnerClient {
         failResponse?.(lost);
         bodyOut?.destroy(lost);
       });
-      stream.end(requestBytes(call, body, wantLog));
+      stream.end(requestBytes(call, body, options));
     });
   }
 

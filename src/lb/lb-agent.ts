@@ -203,7 +203,9 @@ export class LbAgent implements Invoker {
     let pause = this.o.retryDelayMs ?? 10;
     /** The runner where a call of this fn just ended, when that woke this one: tried first. */
     let first: Runner | undefined;
+    let rounds = 0;
     for (;;) {
+      rounds++;
       const runners = this.o.pool.runners(call.fn.runnerGroup);
       let round = this.o.placer.order(call.fn.fnId, runners) as Runner[];
       // Every runner held down: try them all rather than fail without asking.
@@ -215,7 +217,9 @@ export class LbAgent implements Invoker {
         if (runner.draining) continue;
         attempts++;
         runner.hold();
-        const attempt = await runner.client.engage(call, body, metadata, this.wantLog);
+        // Refused everywhere once: the preferred runner is asked to make room (not every runner: that would start it everywhere).
+        const makeRoom = rounds > 1 && runner === round[0] && first === undefined;
+        const attempt = await runner.client.engage(call, body, metadata, { wantLog: this.wantLog, makeRoom });
         this.tell((l) => l.onAttempt?.(call.fn.fnId, runner.address, attempt.kind));
         if (attempt.kind === 'committed') {
           runner.reached();

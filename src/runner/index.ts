@@ -5,7 +5,7 @@
 export { RunnerServer } from './runner.js';
 export { bindServer, shutdownServer } from './grpc.js';
 export type { RunnerServerOptions } from './runner.js';
-export { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAX_FRAME_BYTES, nsToMs, refusalMessage, runnerProtocol, wireCallJson } from './protocol.js';
+export { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, nsToMs, refusalMessage, runnerProtocol, wireCallJson } from './protocol.js';
 export type {
   CallFinishedMsg,
   ClientMsg,

@@ -128,6 +128,14 @@ export function runnerProtocol(): { service: grpc.ServiceDefinition; Client: Cli
  * Fn's runners ignore the extension; their calls have no log at the LB.
  */
 export const LOG_EXTENSION = 'fnts-log';
+
+/**
+ * fnts's extension for a call that has waited at the LB (every runner
+ * refused it once): TryCall.extensions[MAKE_ROOM_EXTENSION] = '1' on the
+ * runner the LB prefers asks it to evict idle containers of other fns, as a
+ * full node does for a launch that waits, rather than only long-idle ones.
+ */
+export const MAKE_ROOM_EXTENSION = 'fnts-make-room';
 export const LOG_TRAILER = 'fnts-log-bin';
 
 /** A call's body goes in frames of at most this many bytes (well under gRPC's 4 MiB message limit). */

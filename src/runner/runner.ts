@@ -27,6 +27,7 @@ import {
   finishedMessage,
   LOG_EXTENSION,
   LOG_TRAILER,
+  MAKE_ROOM_EXTENSION,
   MAX_FRAME_BYTES,
   refusalMessage,
   runnerProtocol,
@@ -255,6 +256,8 @@ export class RunnerServer {
       this.counted('handled');
       return;
     }
+    // The LB says the call has waited and this runner is its first choice.
+    if (tried.extensions[MAKE_ROOM_EXTENSION] === '1') this.o.invoker.makeRoom?.(call);
     const running = this.o.invoker.invoke(call, body.length === 0 ? null : body);
     // An fnts LB that keeps records asks for the call's log (read only then: reading it keeps it).
     const log = (): Promise<string> | undefined => (tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);

@@ -1,6 +1,6 @@
 /**
- * The kubernetes control plane against recorded API exchanges
- * (recordings/kubernetes.json), replayed in order by a local HTTP server
+ * The kubernetes control plane (through @kubernetes/client-node) against
+ * recorded API exchanges (recordings/kubernetes.json), replayed in order by a local HTTP server
  * that checks each request's method, path, content type, bearer token and
  * the recorded body fields. No cluster runs here: what a cluster would do
  * between the exchanges is in the recordings, not tested.
@@ -39,7 +39,7 @@ describe('KubernetesPlane, replayed', () => {
   const mismatches: string[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'fnts-k8s-'));
   const tokenFile = join(dir, 'token');
-  writeFileSync(tokenFile, 'recorded-token\n');
+  writeFileSync(tokenFile, 'recorded-token');
 
   beforeAll(async () => {
     server = createServer((req, res) => {

@@ -37,6 +37,6 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
       });
     case 'kubernetes':
       // config requires the API server's address for this plane.
-      return new KubernetesPlane({ apiUrl: pool.k8sApiUrl!, namespace: pool.k8sNamespace, image: pool.runnerImage, manager: pool.name, runnerMemMb: pool.runnerMemMb, runnerEnv });
+      return new KubernetesPlane({ apiUrl: pool.k8sApiUrl, namespace: pool.k8sNamespace, image: pool.runnerImage, manager: pool.name, runnerMemMb: pool.runnerMemMb, runnerEnv });
   }
 }

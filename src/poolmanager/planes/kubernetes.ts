@@ -1,9 +1,7 @@
 /**
  * The `kubernetes` control plane: each group is a Deployment of runner pods,
- * scaled through its `scale` subresource; each pod is a runner, dialled at
- * its pod IP on port 9190. Written against the REST API with fetch (apps/v1
- * Deployments, core/v1 Pods by label selector), not @kubernetes/client-node:
- * the calls are few and the client adds a large dependency.
+ * scaled through its `scale` subresource with @kubernetes/client-node; each
+ * pod is a runner, dialled at its pod IP on port 9190.
  *
  * A runner pod holds two containers: the fnts runner and a Docker engine
  * (docker:dind) that runs its functions' containers, with the socket folder
@@ -15,19 +13,20 @@
  * and the replica count drops by one; the ReplicaSet deletes that pod, and
  * the kubelet's SIGTERM drains it.
  *
- * In a pod the service account's token is read from its file for each
- * request (it is rotated); the API server's CA comes from
- * NODE_EXTRA_CA_CERTS (the manifests set it to the service account's ca.crt).
+ * The cluster: the kubeconfig client-node finds (KUBECONFIG, ~/.kube/config,
+ * or in a pod its service account, whose token it re-reads as it rotates);
+ * or, with FNTS_K8S_API_URL, that API server with the service account's
+ * token file.
  */
-import { readFile } from 'node:fs/promises';
+import { ApiException, AppsV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Deployment, type V1Pod } from '@kubernetes/client-node';
 import { checkGroup, ControlPlaneError, type ControlPlane, type RunnerInfo } from '../control-plane.js';
 import { GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT, runnerEnvironment } from './docker.js';
 
 export interface KubernetesPlaneOptions {
-  /** The API server, e.g. https://10.96.0.1:443. */
-  readonly apiUrl: string;
+  /** An API server to use instead of the kubeconfig's, e.g. https://10.96.0.1:443 (FNTS_K8S_API_URL). */
+  readonly apiUrl?: string | undefined;
   readonly namespace: string;
-  /** The bearer token's file (default: the service account's); undefined token when it cannot be read. */
+  /** With `apiUrl`: the bearer token's file (default: the service account's). */
   readonly tokenFile?: string;
   readonly image: string;
   readonly manager: string;
@@ -39,18 +38,35 @@ export interface KubernetesPlaneOptions {
   readonly stopTimeoutS?: number;
 }
 
-const TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 const IOFS = '/iofs';
+/** Patches are JSON merge patches. */
+const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
-interface Pod {
-  metadata: { name: string; creationTimestamp: string; deletionTimestamp?: string };
-  status?: { phase?: string; podIP?: string; conditions?: Array<{ type: string; status: string }> };
+function kubeConfig(o: KubernetesPlaneOptions): KubeConfig {
+  const kc = new KubeConfig();
+  if (o.apiUrl === undefined) kc.loadFromDefault();
+  else
+    kc.loadFromClusterAndUser(
+      // Plain http (a local proxy such as kubectl proxy) has no certificate to verify.
+      o.apiUrl.startsWith('https:') ? { name: 'fnts', server: o.apiUrl, skipTLSVerify: false, caFile: `${SERVICE_ACCOUNT}/ca.crt` } : { name: 'fnts', server: o.apiUrl, skipTLSVerify: true },
+      { name: 'fnts', authProvider: { name: 'tokenFile', config: { tokenFile: o.tokenFile ?? `${SERVICE_ACCOUNT}/token` } } },
+    );
+  return kc;
 }
 
 export class KubernetesPlane implements ControlPlane {
   readonly kind = 'kubernetes';
+  private readonly apps: AppsV1Api;
+  private readonly core: CoreV1Api;
+  private readonly server: string;
 
-  constructor(private readonly o: KubernetesPlaneOptions) {}
+  constructor(private readonly o: KubernetesPlaneOptions) {
+    const kc = kubeConfig(o);
+    this.server = kc.getCurrentCluster()?.server ?? '(no cluster)';
+    this.apps = kc.makeApiClient(AppsV1Api);
+    this.core = kc.makeApiClient(CoreV1Api);
+  }
 
   private deployment(group: string): string {
     return `fnts-runners-${group}`;
@@ -60,74 +76,69 @@ export class KubernetesPlane implements ControlPlane {
     return `${GROUP_LABEL}=${group},${MANAGER_LABEL}=${this.o.manager}`;
   }
 
-  /** One API request; answers the JSON body, or undefined for a 404. */
-  private async request<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T | undefined> {
-    const token = await readFile(this.o.tokenFile ?? TOKEN_FILE, 'utf8').then(
-      (t) => t.trim(),
-      () => undefined,
-    );
-    let res: Response;
+  /** One API request; undefined for a 404, a ControlPlaneError saying what to do for any other failure. */
+  private async api<T>(what: string, request: () => Promise<T>): Promise<T | undefined> {
     try {
-      res = await fetch(`${this.o.apiUrl}${path}`, {
-        method,
-        headers: { accept: 'application/json', ...(body === undefined ? {} : { 'content-type': contentType }), ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(10_000),
-      });
+      return await request();
     } catch (err) {
-      throw new ControlPlaneError('unreachable', `the Kubernetes API at ${this.o.apiUrl} does not answer (${(err as Error).message}); check FNTS_K8S_API_URL, and NODE_EXTRA_CA_CERTS for its certificate`, { cause: err });
-    }
-    if (res.status === 404) return undefined;
-    const text = await res.text();
-    if (!res.ok) {
-      const message = (JSON.parse(text || '{}') as { message?: string }).message ?? text;
-      if (res.status === 401 || res.status === 403) {
-        throw new ControlPlaneError('refused', `the Kubernetes API refused ${method} ${path} (${res.status}: ${message}); give the manager's service account the Role in deploy/kubernetes (deployments, deployments/scale, pods in namespace ${this.o.namespace})`);
+      if (err instanceof ApiException) {
+        const code = err.code as number;
+        if (code === 404) return undefined;
+        const message = (typeof err.body === 'string' ? (JSON.parse(err.body || '{}') as { message?: string }).message : (err.body as { message?: string } | undefined)?.message) ?? String(err.body);
+        if (code === 401 || code === 403) {
+          throw new ControlPlaneError('refused', `the Kubernetes API refused ${what} (${code}: ${message}); give the manager's service account the Role in deploy/kubernetes (deployments, deployments/scale, pods in namespace ${this.o.namespace})`);
+        }
+        throw new ControlPlaneError('refused', `the Kubernetes API answered ${what} with ${code}: ${message}`);
       }
-      throw new ControlPlaneError('refused', `the Kubernetes API answered ${method} ${path} with ${res.status}: ${message}`);
+      throw new ControlPlaneError('unreachable', `the Kubernetes API at ${this.server} does not answer ${what} (${(err as Error).message}); check the kubeconfig or FNTS_K8S_API_URL`, { cause: err });
     }
-    return JSON.parse(text) as T;
   }
 
   async runners(group: string): Promise<RunnerInfo[]> {
     checkGroup(group);
-    const pods = await this.request<{ items: Pod[] }>('GET', `/api/v1/namespaces/${this.o.namespace}/pods?labelSelector=${encodeURIComponent(this.selector(group))}`);
+    const pods = await this.api(`GET pods of ${group}`, () => this.core.listNamespacedPod({ namespace: this.o.namespace, labelSelector: this.selector(group) }));
     return (pods?.items ?? [])
-      .filter((p) => !p.metadata.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
-      .map((p) => ({
-        id: p.metadata.name,
-        address: p.status?.phase === 'Running' && p.status.podIP ? `${p.status.podIP.includes(':') ? `[${p.status.podIP}]` : p.status.podIP}:${RUNNER_GRPC_PORT}` : undefined,
-        createdAt: Date.parse(p.metadata.creationTimestamp),
-      }));
+      .filter((p: V1Pod) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
+      .map((p: V1Pod) => {
+        const ip = p.status?.phase === 'Running' ? p.status.podIP : undefined;
+        return {
+          id: p.metadata!.name!,
+          address: ip ? `${ip.includes(':') ? `[${ip}]` : ip}:${RUNNER_GRPC_PORT}` : undefined,
+          createdAt: new Date(p.metadata!.creationTimestamp!).getTime(),
+        };
+      });
   }
 
   async provision(group: string, n: number): Promise<number> {
     checkGroup(group);
     if (n <= 0) return 0;
-    const base = `/apis/apps/v1/namespaces/${this.o.namespace}/deployments`;
-    const scale = await this.request<{ spec: { replicas?: number } }>('GET', `${base}/${this.deployment(group)}/scale`);
+    const name = this.deployment(group);
+    const scale = await this.api(`GET the scale of ${name}`, () => this.apps.readNamespacedDeploymentScale({ name, namespace: this.o.namespace }));
     if (!scale) {
-      await this.request('POST', base, this.spec(group, n));
+      await this.api(`POST deployment ${name}`, () => this.apps.createNamespacedDeployment({ namespace: this.o.namespace, body: this.spec(group, n) }));
       return n;
     }
-    await this.scaleTo(group, (scale.spec.replicas ?? 0) + n);
+    await this.scaleTo(group, (scale.spec?.replicas ?? 0) + n);
     return n;
   }
 
   async remove(group: string, id: string): Promise<void> {
     checkGroup(group);
-    const pod = await this.request('PATCH', `/api/v1/namespaces/${this.o.namespace}/pods/${id}`, { metadata: { annotations: { 'controller.kubernetes.io/pod-deletion-cost': '-2147483647' } } }, 'application/merge-patch+json');
+    const body = { metadata: { annotations: { 'controller.kubernetes.io/pod-deletion-cost': '-2147483647' } } };
+    const pod = await this.api(`PATCH pod ${id}`, () => this.core.patchNamespacedPod({ name: id, namespace: this.o.namespace, body }, MERGE_PATCH));
     if (!pod) return;
-    const scale = await this.request<{ spec: { replicas?: number } }>('GET', `/apis/apps/v1/namespaces/${this.o.namespace}/deployments/${this.deployment(group)}/scale`);
+    const name = this.deployment(group);
+    const scale = await this.api(`GET the scale of ${name}`, () => this.apps.readNamespacedDeploymentScale({ name, namespace: this.o.namespace }));
     if (!scale) return;
-    await this.scaleTo(group, Math.max(0, (scale.spec.replicas ?? 0) - 1));
+    await this.scaleTo(group, Math.max(0, (scale.spec?.replicas ?? 0) - 1));
   }
 
   private async scaleTo(group: string, replicas: number): Promise<void> {
-    await this.request('PATCH', `/apis/apps/v1/namespaces/${this.o.namespace}/deployments/${this.deployment(group)}/scale`, { spec: { replicas } }, 'application/merge-patch+json');
+    const name = this.deployment(group);
+    await this.api(`PATCH the scale of ${name}`, () => this.apps.patchNamespacedDeploymentScale({ name, namespace: this.o.namespace, body: { spec: { replicas } } }, MERGE_PATCH));
   }
 
-  private spec(group: string, replicas: number): unknown {
+  private spec(group: string, replicas: number): V1Deployment {
     const labels = { app: 'fnts-runner', [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager };
     const env = runnerEnvironment(this.o, IOFS).map((kv) => ({ name: kv.slice(0, kv.indexOf('=')), value: kv.slice(kv.indexOf('=') + 1) }));
     return {
