@@ -33,6 +33,9 @@ describe('the calls API', () => {
     for (const body of [{ log: 'first' }, { log: 'second' }, { sleep: 1500 }]) {
       const res = await s.invoke(fn.id, body);
       ids.push(res.headers.get('fn-call-id')!);
+      // Output can trail the answer (the engine carries stdout and stderr apart): what comes after the
+      // next call began on the container is that call's. Calls here are spaced past the grace.
+      await new Promise((r) => setTimeout(r, 400));
     }
     // Records are written in batches, off the call path.
     const stored = await eventually(async () => (await get(`/v2/fns/${fn.id}/calls`)).json?.items?.length === 3, 5000);
