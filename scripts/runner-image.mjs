@@ -11,7 +11,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildImage, copyIntoRootfs, digest, imageExists, listFiles, nodeRootfs, sharedLibraries } from './node-image.mjs';
+import { buildImage, copyIntoRootfs, digest, docker, imageExists, listFiles, nodeRootfs, sharedLibraries } from './node-image.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const RUNNER_IMAGE_REPO = 'fnts/fnts';
@@ -35,6 +35,32 @@ function productionPackages() {
   const dirs = ls.stdout.split('\n').filter((d) => d && d !== root);
   // A package nested in another's node_modules is copied with its parent.
   return dirs.filter((d) => !dirs.some((p) => p !== d && d.startsWith(p + sep)));
+}
+
+/** Builds of this image kept at least this long after they were made (a test or a manager may still use one). */
+const KEEP_BUILDS_MS = 60 * 60_000;
+
+/**
+ * Untags earlier builds (fnts/fnts:<digest>, more than an hour old), so that
+ * rebuilding as the sources change does not pile up images; one still used
+ * by a container stays (the engine refuses), as do :latest and :<version>.
+ */
+async function pruneOldBuilds(keep, say) {
+  const old = [];
+  for (const image of await docker().listImages({ filters: { reference: [RUNNER_IMAGE_REPO] } })) {
+    if (Date.now() - image.Created * 1000 < KEEP_BUILDS_MS) continue;
+    for (const t of image.RepoTags ?? []) if (t !== keep && /:[0-9a-f]{12}$/.test(t)) old.push(t);
+  }
+  let removed = 0;
+  for (const t of old) {
+    try {
+      await docker().getImage(t).remove();
+      removed++;
+    } catch {
+      // in use by a container, or gone already
+    }
+  }
+  if (removed > 0) say(`removed ${removed} earlier build(s) of ${RUNNER_IMAGE_REPO}`);
 }
 
 /**
@@ -74,6 +100,7 @@ export async function buildRunnerImage(say = (line) => process.stdout.write(`${l
     say(`building ${tag}`);
     await buildImage(ctx, [tag, `${RUNNER_IMAGE_REPO}:${version}`, `${RUNNER_IMAGE_REPO}:latest`]);
     say(`built ${tag} (also :${version} and :latest) in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+    await pruneOldBuilds(tag, say);
   } finally {
     rmSync(ctx, { recursive: true, force: true });
   }
