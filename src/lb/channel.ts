@@ -20,9 +20,13 @@ export interface ChannelOptions {
   readonly tls?: ChannelTls | undefined;
   /** The most header bytes accepted (the runner sends a call's log in its trailers). */
   readonly maxHeaderListBytes?: number;
+  /** How often the connection is pinged (default 10 s; doubled each time the runner says too many pings). */
+  readonly keepaliveMs?: number;
 }
 
 const KEEPALIVE_MS = 10_000;
+/** A runner that keeps refusing pings (gRPC servers allow one per 5 minutes by default) is pinged at most this often. */
+const MAX_KEEPALIVE_MS = 10 * 60_000;
 const KEEPALIVE_TIMEOUT_MS = 5_000;
 const FIRST_REDIAL_MS = 100;
 const MAX_REDIAL_MS = 1_000;
@@ -35,12 +39,19 @@ export class H2Channel {
   private redialTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly authority: string;
+  private keepaliveMs: number;
 
   constructor(
     readonly address: string,
     private readonly o: ChannelOptions = {},
   ) {
     this.authority = `${o.tls ? 'https' : 'http'}://${address}`;
+    this.keepaliveMs = o.keepaliveMs ?? KEEPALIVE_MS;
+  }
+
+  /** How often the connection is pinged now. */
+  get keepaliveIntervalMs(): number {
+    return this.keepaliveMs;
   }
 
   /** False after the connection failed, until a redial succeeds. */
@@ -93,9 +104,15 @@ export class H2Channel {
       // A connection that never came up is a runner that cannot be reached now.
       if (!connected) this.fail();
     });
-    session.once('goaway', () => {
-      // The runner is closing this connection (draining, or restarting): new calls get a new one.
+    session.once('goaway', (code: number, _lastStreamId: number, data?: Buffer) => {
+      // The runner is closing this connection (draining, or restarting): new calls get a new one, and this
+      // one closes once its calls are done.
       if (this.session === session) this.session = undefined;
+      session.close();
+      // gRPC's "too_many_pings" (Fn's Go runners enforce a ping policy): ping half as often from now on, as grpc-js does.
+      if (code === http2.constants.NGHTTP2_ENHANCE_YOUR_CALM && data?.toString().includes('too_many_pings')) {
+        this.keepaliveMs = Math.min(MAX_KEEPALIVE_MS, this.keepaliveMs * 2);
+      }
     });
     return session;
   }
@@ -117,14 +134,24 @@ export class H2Channel {
   /** Pings the runner every KEEPALIVE_MS; a ping unanswered for KEEPALIVE_TIMEOUT_MS ends the connection. */
   private keepalive(session: http2.ClientHttp2Session): NodeJS.Timeout {
     const timer = setInterval(() => {
-      const timeout = setTimeout(() => session.destroy(new Error('keepalive ping unanswered')), KEEPALIVE_TIMEOUT_MS);
+      // A connection on its way out (closing after a GOAWAY, or destroyed) is not pinged: ping() would throw.
+      if (session.closed || session.destroyed) {
+        clearInterval(timer);
+        return;
+      }
+      const timeout = setTimeout(() => session.destroy(new Error('keepalive ping unanswered')), Math.min(KEEPALIVE_TIMEOUT_MS, this.keepaliveMs));
       timeout.unref();
-      const sent = session.ping((err) => {
-        clearTimeout(timeout);
-        if (err) session.destroy(err);
-      });
+      let sent = false;
+      try {
+        sent = session.ping((err) => {
+          clearTimeout(timeout);
+          if (err) session.destroy(err);
+        });
+      } catch (err) {
+        session.destroy(err instanceof Error ? err : new Error(String(err)));
+      }
       if (!sent) clearTimeout(timeout);
-    }, KEEPALIVE_MS);
+    }, this.keepaliveMs);
     timer.unref();
     return timer;
   }
