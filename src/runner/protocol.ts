@@ -96,29 +96,19 @@ export interface RunnerStatusMsg {
 }
 
 export type EngageServerStream = grpc.ServerDuplexStream<ClientMsg, RunnerMsg>;
-export type EngageClientStream = grpc.ClientDuplexStream<ClientMsg, RunnerMsg>;
-
-/** The RunnerProtocol client as grpc-js builds it from the proto. */
-export interface RunnerProtocolClient extends grpc.Client {
-  Engage(metadata?: grpc.Metadata, options?: grpc.CallOptions): EngageClientStream;
-  Status(request: Record<string, never>, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<RunnerStatusMsg>): grpc.ClientUnaryCall;
-}
-
-type ClientConstructor = new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => RunnerProtocolClient;
 
 /** The proto ships with fnts (proto/ beside src/ and dist/). */
-const PROTO_PATH = fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url));
+export const RUNNER_PROTO_PATH = fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url));
 
-let loaded: { service: grpc.ServiceDefinition; Client: ClientConstructor } | undefined;
+let service: grpc.ServiceDefinition | undefined;
 
-/** The RunnerProtocol service definition and client class, loaded once. */
-export function runnerProtocol(): { service: grpc.ServiceDefinition; Client: ClientConstructor } {
-  if (!loaded) {
-    const definition = loadSync(PROTO_PATH, { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
-    const pkg = grpc.loadPackageDefinition(definition) as unknown as { RunnerProtocol: ClientConstructor & { service: grpc.ServiceDefinition } };
-    loaded = { service: pkg.RunnerProtocol.service, Client: pkg.RunnerProtocol };
+/** The RunnerProtocol service definition (the runner's server), loaded once. LBs speak it through runner/wire.ts. */
+export function runnerProtocol(): { service: grpc.ServiceDefinition } {
+  if (!service) {
+    const definition = loadSync(RUNNER_PROTO_PATH, { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
+    service = (grpc.loadPackageDefinition(definition) as unknown as { RunnerProtocol: { service: grpc.ServiceDefinition } }).RunnerProtocol.service;
   }
-  return loaded;
+  return { service };
 }
 
 /**

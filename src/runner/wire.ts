@@ -14,11 +14,8 @@
  * server: it must take whatever Fn's LBs send, and there the saving was
  * small (about 6%).
  */
-import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
-import type { ClientMsg, RunnerMsg, RunnerStatusMsg } from './protocol.js';
-
-const PROTO_PATH = fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url));
+import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
 
 /** Paths of the service's methods (the proto has no package). */
 export const ENGAGE_PATH = '/RunnerProtocol/Engage';
@@ -42,7 +39,7 @@ let codec: Codec | undefined;
 function types(): Codec {
   if (!codec) {
     const root = new protobuf.Root();
-    root.loadSync(PROTO_PATH, { keepCase: true });
+    root.loadSync(RUNNER_PROTO_PATH, { keepCase: true });
     codec = {
       clientMsg: root.lookupType('ClientMsg'),
       runnerMsg: root.lookupType('RunnerMsg'),

@@ -228,14 +228,13 @@ const ROLES: Record<NodeType, Wiring> = {
    */
   async lb(config, logger, _datastore, _changes, queue, { metrics }) {
     const { fleet } = config;
-    const tls = fleet.tls;
-    const runnerTls = tls ? { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert) } : undefined;
-    if (!tls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
+    const runnerTls = fleetTls(config);
+    if (!runnerTls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
     const connect = (address: string): RunnerClient => new RunnerClient(address, { tls: runnerTls });
     let pool: RunnerPool;
     if (fleet.npmAddress !== undefined) {
       const managed = new ManagedPool({
-        manager: new PoolManagerClient(fleet.npmAddress, clientCredentials(config)),
+        manager: new PoolManagerClient(fleet.npmAddress, clientCredentials(runnerTls)),
         connect,
         lbId: selfInstance(),
         log: logger.child({ module: 'pool' }),
@@ -292,7 +291,7 @@ const ROLES: Record<NodeType, Wiring> = {
     const runnerEnv: Record<string, string> = { FN_LOG_LEVEL: config.logLevel, FN_LOG_FORMAT: config.logFormat, ...(config.agent.containerTag ? { FN_CONTAINER_LABEL_TAG: config.agent.containerTag } : {}) };
     const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag);
     const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
-    const status = new RunnerStatus(clientCredentials(config));
+    const status = new RunnerStatus(fleetTls(config));
     let manager: PoolManager | undefined;
     const events = metrics ? new PoolMetrics(metrics.registry, () => manager, book) : undefined;
     manager = new PoolManager({
@@ -336,16 +335,21 @@ const ROLES: Record<NodeType, Wiring> = {
   },
 };
 
-/** Mutual TLS for a fleet role's gRPC server (FNTS_GRPC_TLS_*); undefined: plaintext. */
-function serverCredentials(config: Config): grpc.ServerCredentials | undefined {
+/** The fleet's mutual TLS files (FNTS_GRPC_TLS_CA, _KEY, _CERT), read; undefined: plaintext. */
+function fleetTls(config: Config): { ca: Buffer; key: Buffer; cert: Buffer } | undefined {
   const tls = config.fleet.tls;
-  return tls ? grpc.ServerCredentials.createSsl(readFileSync(tls.ca), [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], true) : undefined;
+  return tls ? { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert) } : undefined;
 }
 
-/** Mutual TLS for a fleet role's gRPC clients (FNTS_GRPC_TLS_*); undefined: plaintext. */
-function clientCredentials(config: Config): grpc.ChannelCredentials | undefined {
-  const tls = config.fleet.tls;
-  return tls ? grpc.credentials.createSsl(readFileSync(tls.ca), readFileSync(tls.key), readFileSync(tls.cert)) : undefined;
+/** Mutual TLS for a fleet role's gRPC server; undefined: plaintext. */
+function serverCredentials(config: Config): grpc.ServerCredentials | undefined {
+  const tls = fleetTls(config);
+  return tls ? grpc.ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], true) : undefined;
+}
+
+/** Mutual TLS for a fleet role's gRPC clients (`tls`: the files, already read); undefined: plaintext. */
+function clientCredentials(tls: ReturnType<typeof fleetTls>): grpc.ChannelCredentials | undefined {
+  return tls ? grpc.credentials.createSsl(tls.ca, tls.key, tls.cert) : undefined;
 }
 
 /**
