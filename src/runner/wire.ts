@@ -22,7 +22,7 @@ export const ENGAGE_PATH = '/RunnerProtocol/Engage';
 export const STATUS_PATH = '/RunnerProtocol/Status';
 
 /** gRPC status codes used here. */
-export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, DEADLINE_EXCEEDED: 4, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
 /** The shapes proto-loader gives (keepCase, longs as numbers, enums as strings, defaults, oneof names). */
 const TO_OBJECT: protobuf.IConversionOptions = { longs: Number, enums: String, defaults: true, oneofs: true };
@@ -31,7 +31,6 @@ interface Codec {
   clientMsg: protobuf.Type;
   runnerMsg: protobuf.Type;
   runnerStatus: protobuf.Type;
-  empty: protobuf.Type;
 }
 
 let codec: Codec | undefined;
@@ -44,7 +43,6 @@ function types(): Codec {
       clientMsg: root.lookupType('ClientMsg'),
       runnerMsg: root.lookupType('RunnerMsg'),
       runnerStatus: root.lookupType('RunnerStatus'),
-      empty: root.lookupType('google.protobuf.Empty'),
     };
   }
   return codec;
@@ -88,41 +86,41 @@ export function loadWire(): void {
  * message (none was asked for) or one above `maxBytes`.
  */
 export class MessageReader {
-  private pending: Buffer[] = [];
-  private pendingBytes = 0;
+  /** What arrived and is not a whole message yet; joined only when a message is complete in it. */
+  private chunks: Buffer[] = [];
+  private size = 0;
 
   constructor(private readonly maxBytes: number) {}
 
   /** The messages `chunk` completes, in order. */
   push(chunk: Buffer): Buffer[] {
-    let buf = chunk;
-    if (this.pendingBytes > 0) {
-      this.pending.push(chunk);
-      buf = Buffer.concat(this.pending, this.pendingBytes + chunk.length);
-      this.pending = [];
-      this.pendingBytes = 0;
-    }
+    this.chunks.push(chunk);
+    this.size += chunk.length;
     const out: Buffer[] = [];
-    let at = 0;
-    while (buf.length - at >= 5) {
-      if (buf[at] !== 0) throw new Error('a compressed gRPC message, which was not asked for');
-      const length = buf.readUInt32BE(at + 1);
+    while (this.size >= 5) {
+      const head = this.chunks[0]!.length >= 5 ? this.chunks[0]! : this.joined();
+      if (head[0] !== 0) throw new Error('a compressed gRPC message, which was not asked for');
+      const length = head.readUInt32BE(1);
       if (length > this.maxBytes) throw new Error(`a gRPC message of ${length} bytes, above the ${this.maxBytes} allowed`);
-      if (buf.length - at - 5 < length) break;
-      out.push(buf.subarray(at + 5, at + 5 + length));
-      at += 5 + length;
-    }
-    if (at < buf.length) {
-      const rest = buf.subarray(at);
-      this.pending.push(rest);
-      this.pendingBytes = rest.length;
+      if (this.size < 5 + length) break;
+      const buf = this.chunks.length === 1 ? this.chunks[0]! : this.joined();
+      out.push(buf.subarray(5, 5 + length));
+      const rest = buf.subarray(5 + length);
+      this.chunks = rest.length > 0 ? [rest] : [];
+      this.size = rest.length;
     }
     return out;
   }
 
   /** Bytes of a message begun and not finished. */
   get partial(): number {
-    return this.pendingBytes;
+    return this.size;
+  }
+
+  private joined(): Buffer {
+    const whole = Buffer.concat(this.chunks, this.size);
+    this.chunks = [whole];
+    return whole;
   }
 }
 
