@@ -21,7 +21,7 @@ import { PassThrough } from 'node:stream';
 import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
-import { LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, wireCallJson, type CallFinishedMsg, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
+import { LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
 import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MessageReader, STATUS_PATH } from '../runner/wire.js';
 import { H2Channel, type ChannelTls } from './channel.js';
 
@@ -50,20 +50,37 @@ export interface RunnerClientOptions {
 /** The most bytes one message from a runner may have. */
 const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
-/** The TryCall and the body, the body in frames (an empty body is one empty frame with eof), as one write. */
-function requestBytes(call: Call, body: Buffer, o: EngageOptions): Buffer {
-  const extensions: Record<string, string> = {};
-  if (o.wantLog) extensions[LOG_EXTENSION] = '1';
-  if (o.makeRoom) extensions[MAKE_ROOM_EXTENSION] = '1';
-  const parts: Buffer[] = [encodeClientMsg({ try: { models_call_json: JSON.stringify(wireCallJson(call)), slot_hash_id: '', extensions } })];
+/**
+ * What an LB sends to whichever runner takes a call, made once per call
+ * (a call may be offered to many runners before one takes it): the call
+ * as TryCall's models_call_json, its body as DataFrames (an empty body is
+ * one empty frame with eof), and the Engage stream's metadata (the
+ * caller's trace context).
+ */
+export interface EngageRequest {
+  readonly call: Call;
+  readonly callJson: string;
+  readonly bodyFrames: Buffer;
+  readonly metadata: Record<string, string>;
+}
+
+export function engageRequest(call: Call, body: Buffer, metadata: Record<string, string> = {}): EngageRequest {
+  const frames: Buffer[] = [];
   let at = 0;
   do {
     const end = Math.min(body.length, at + MAX_FRAME_BYTES);
-    const msg: ClientMsg = { data: { data: body.subarray(at, end), eof: end === body.length } };
-    parts.push(encodeClientMsg(msg));
+    frames.push(encodeClientMsg({ data: { data: body.subarray(at, end), eof: end === body.length } }));
     at = end;
   } while (at < body.length);
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  return { call, callJson: JSON.stringify(wireCallJson(call)), bodyFrames: frames.length === 1 ? frames[0]! : Buffer.concat(frames), metadata };
+}
+
+/** One attempt's bytes: its TryCall (the extensions it asks for), then the body's frames, as one write. */
+function requestBytes(r: EngageRequest, o: EngageOptions): Buffer {
+  const extensions: Record<string, string> = {};
+  if (o.wantLog) extensions[LOG_EXTENSION] = '1';
+  if (o.makeRoom) extensions[MAKE_ROOM_EXTENSION] = '1';
+  return Buffer.concat([encodeClientMsg({ try: { models_call_json: r.callJson, slot_hash_id: '', extensions } }), r.bodyFrames]);
 }
 
 export interface EngageOptions {
@@ -119,15 +136,13 @@ export class RunnerClient {
     return this.channel.reachable;
   }
 
-  /**
-   * Tries to run `call` on this runner (see Attempt); `metadata`: headers
-   * for the Engage stream (the caller's trace context). Never rejects.
-   */
-  engage(call: Call, body: Buffer, metadata: Record<string, string> = {}, options: EngageOptions = {}): Promise<Attempt> {
+  /** Tries to run a call on this runner (see Attempt). Never rejects. */
+  engage(request: EngageRequest, options: EngageOptions = {}): Promise<Attempt> {
+    const { call } = request;
     const timeoutMs = call.fn.timeoutS * 1000 + this.graceMs;
     let stream: ClientHttp2Stream;
     try {
-      stream = this.channel.request(grpcHeaders(ENGAGE_PATH, metadata, timeoutMs));
+      stream = this.channel.request(grpcHeaders(ENGAGE_PATH, request.metadata, timeoutMs));
     } catch (err) {
       return Promise.resolve({ kind: 'failed', reason: err instanceof Error ? err.message : String(err) });
     }
@@ -268,7 +283,7 @@ export class RunnerClient {
         failResponse?.(lost);
         bodyOut?.destroy(lost);
       });
-      stream.end(requestBytes(call, body, options));
+      stream.end(requestBytes(request, options));
     });
   }
 

@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../agent/index.js';
 import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg } from '../runner/index.js';
-import type { Attempt } from './client.js';
+import { engageRequest, type Attempt } from './client.js';
 import type { Placer, RunnerView } from './placer.js';
 import type { Runner, RunnerPool } from './pool.js';
 
@@ -198,7 +198,7 @@ export class LbAgent implements Invoker {
   private async place(handle: LbCall, call: Call, body: Buffer): Promise<{ attempt: Extract<Attempt, { kind: 'committed' }>; runner: Runner }> {
     const t0 = performance.now();
     const deadline = t0 + call.fn.timeoutS * 1000;
-    const metadata = traceMetadata(call);
+    const request = engageRequest(call, body, traceMetadata(call));
     let attempts = 0;
     let pause = this.o.retryDelayMs ?? 10;
     /** The runner where a call of this fn just ended, when that woke this one: tried first. */
@@ -219,7 +219,7 @@ export class LbAgent implements Invoker {
         runner.hold();
         // Refused everywhere once: the preferred runner is asked to make room (not every runner: that would start it everywhere).
         const makeRoom = rounds > 1 && runner === round[0] && first === undefined;
-        const attempt = await runner.client.engage(call, body, metadata, { wantLog: this.wantLog, makeRoom });
+        const attempt = await runner.client.engage(request, { wantLog: this.wantLog, makeRoom });
         this.tell((l) => l.onAttempt?.(call.fn.fnId, runner.address, attempt.kind));
         if (attempt.kind === 'committed') {
           runner.reached();
