@@ -149,10 +149,9 @@ export class CallSpans {
     const spanId = randomId(8);
     const sampled = this.recorder.sampled(parentCtx, traceId, 'agent_submit');
     const traceState = parent?.traceState?.serialize() ?? '';
-    const carrier = [`traceparent`, `00-${traceId}-${spanId}-${sampled ? '01' : '00'}`];
-    if (traceState !== '') carrier.push('tracestate', traceState);
     const headers = withoutHeaders(call.headers, ['traceparent', 'tracestate']);
-    headers.push(...carrier);
+    headers.push('traceparent', `00-${traceId}-${spanId}-${sampled ? '01' : '00'}`);
+    if (traceState !== '') headers.push('tracestate', traceState);
     const traced = { ...call, headers };
     if (!sampled) return { call: traced, end: () => undefined };
     const ids = { traceId, spanId, parentSpanId: parent?.spanId ?? '', traceState };

@@ -95,8 +95,8 @@ export class H2Channel {
       }
       keepalive = this.keepalive(session);
     });
-    // Errors end in 'close'; the streams on the session get their own.
-    session.on('error', () => clearTimeout(dialTimer));
+    // Errors end in 'close' (handled there); the streams on the session get their own.
+    session.on('error', () => undefined);
     session.once('close', () => {
       clearTimeout(dialTimer);
       if (this.session === session) this.session = undefined;
