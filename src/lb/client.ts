@@ -177,16 +177,31 @@ export class RunnerClient {
         response.catch(() => undefined);
         resolve({ kind: 'committed', response, finished, log, cancel: () => cancel() });
       };
-      const answer = (): void => {
+      /** Data that came after the result start and before the answer was handed on (a whole answer comes in one read). */
+      let early: Buffer[] = [];
+      /**
+       * Hands the answer on: with `whole`, the body is every frame that came
+       * (the runner sent the whole answer, CallFinished included, at once),
+       * else a stream the frames still to come go to.
+       */
+      const answer = (whole: boolean): void => {
         if (!resultStart || !settleResponse) return;
+        const mapped = call.triggerId !== undefined ? triggerAnswer(resultStart.status, resultStart.headers) : resultStart;
+        const settle = settleResponse;
+        settleResponse = undefined;
+        if (whole) {
+          settle({ status: mapped.status, headers: mapped.headers, body: early.length === 1 ? early[0]! : Buffer.concat(early) });
+          early = [];
+          return;
+        }
         bodyOut = new PassThrough();
         // The caller left or the answer was dropped: the runner is told.
         bodyOut.once('close', () => {
           if (!ended) cancel();
         });
-        const mapped = call.triggerId !== undefined ? triggerAnswer(resultStart.status, resultStart.headers) : resultStart;
-        settleResponse({ status: mapped.status, headers: mapped.headers, body: bodyOut });
-        settleResponse = undefined;
+        for (const b of early) bodyOut.write(b);
+        early = [];
+        settle({ status: mapped.status, headers: mapped.headers, body: bodyOut });
       };
       const onMessage = (msg: RunnerMsg): void => {
         if (ended) return;
@@ -196,15 +211,15 @@ export class RunnerClient {
           for (const h of http?.headers ?? []) headers.push(h.key, h.value);
           resultStart = { status: http?.status_code || 200, headers };
           commit();
-          answer();
         } else if (msg.data) {
-          if (!bodyOut) {
-            // Data before a result start: Fn's runner writes 200 then.
-            resultStart ??= { status: 200, headers: [] };
+          // Data before a result start: Fn's runner writes 200 then.
+          if (!resultStart) {
+            resultStart = { status: 200, headers: [] };
             commit();
-            answer();
           }
-          if (bodyOut && msg.data.data.length > 0 && !bodyOut.write(msg.data.data)) {
+          if (msg.data.data.length === 0) return;
+          if (!bodyOut) early.push(msg.data.data);
+          else if (!bodyOut.write(msg.data.data)) {
             stream.pause();
             bodyOut.once('drain', () => stream.resume());
           }
@@ -221,7 +236,7 @@ export class RunnerClient {
           if (resultStart || f.success) {
             // A success without a result start: Fn's runner answered 200 with no body.
             resultStart ??= { status: 200, headers: [] };
-            answer();
+            answer(true);
             bodyOut?.end();
           } else {
             failResponse?.(remoteError(f.errorCode || 500, f.errorStr || 'Unknown Error From Pure Runner', f.errorUser));
@@ -242,7 +257,10 @@ export class RunnerClient {
           for (const bytes of reader.push(chunk)) onMessage(decodeRunnerMsg(bytes));
         } catch (err) {
           cancel(GrpcStatus.INTERNAL, `a bad message from the runner: ${err instanceof Error ? err.message : String(err)}`);
+          return;
         }
+        // The answer began and its end is not in this read: it streams.
+        if (resultStart && !ended) answer(false);
       });
       stream.on('trailers', (headers) => {
         end = grpcEnd(headers) ?? { code: GrpcStatus.UNKNOWN, details: 'trailers without a grpc-status', headers };
@@ -268,8 +286,10 @@ export class RunnerClient {
         if (!failure) {
           // The stream closed without a CallFinished.
           commit();
-          if (resultStart) bodyOut?.end();
-          else failResponse?.(remoteError(502, `runner ${this.address} ended the call without an answer`));
+          if (resultStart) {
+            answer(true);
+            bodyOut?.end();
+          } else failResponse?.(remoteError(502, `runner ${this.address} ended the call without an answer`));
           return;
         }
         const neverArrived = failure.code === GrpcStatus.UNAVAILABLE || failure.code === GrpcStatus.DEADLINE_EXCEEDED || failure.code === GrpcStatus.CANCELLED;

@@ -1,6 +1,6 @@
 /**
- * Binding and stopping a gRPC server, as the fleet's servers (the pure
- * runner, the pool manager) do it.
+ * Binding and stopping a grpc-js server, as the pool manager's is (the
+ * runner's server is on node:http2: h2-server.ts).
  */
 import * as grpc from '@grpc/grpc-js';
 

@@ -5,12 +5,12 @@
 export { RunnerServer } from './runner.js';
 export { bindServer, shutdownServer } from './grpc.js';
 export type { RunnerServerOptions } from './runner.js';
-export { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, nsToMs, refusalMessage, RUNNER_PROTO_PATH, runnerProtocol, wireCallJson } from './protocol.js';
+export type { ServerTls } from './h2-server.js';
+export { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, nsToMs, refusalMessage, RUNNER_PROTO_PATH, wireCallJson } from './protocol.js';
 export type {
   CallFinishedMsg,
   ClientMsg,
   DataFrameMsg,
-  EngageServerStream,
   RunnerMsg,
   RunnerStatusMsg,
   TryCallMsg,

@@ -11,8 +11,6 @@
  * fnts's runners.
  */
 import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
 import { triggerRequestHeaders } from '../agent/protocol/trigger.js';
 import { callToJson, type Call, type CallOutcome, type FnCallJson } from '../models/index.js';
 
@@ -95,21 +93,8 @@ export interface RunnerStatusMsg {
   initStartTime: number;
 }
 
-export type EngageServerStream = grpc.ServerDuplexStream<ClientMsg, RunnerMsg>;
-
-/** The proto ships with fnts (proto/ beside src/ and dist/). */
+/** The proto ships with fnts (proto/ beside src/ and dist/); runner/wire.ts reads it. */
 export const RUNNER_PROTO_PATH = fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url));
-
-let service: grpc.ServiceDefinition | undefined;
-
-/** The RunnerProtocol service definition (the runner's server), loaded once. LBs speak it through runner/wire.ts. */
-export function runnerProtocol(): { service: grpc.ServiceDefinition } {
-  if (!service) {
-    const definition = loadSync(RUNNER_PROTO_PATH, { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
-    service = (grpc.loadPackageDefinition(definition) as unknown as { RunnerProtocol: { service: grpc.ServiceDefinition } }).RunnerProtocol.service;
-  }
-  return { service };
-}
 
 /**
  * fnts's extension of the protocol: an LB that keeps call records asks for

@@ -15,28 +15,19 @@
  *
  * The runner sends its response headers as soon as it has accepted a
  * TryCall, before the agent starts the call: an LB that saw no headers knows
- * the call never ran and may resend it elsewhere.
+ * the call never ran and may resend it elsewhere. A whole answer (the
+ * function's body came in full) goes out in one write, CallFinished
+ * included, so the LB reads it at once and answers its caller with the
+ * body's length.
  */
-import * as grpc from '@grpc/grpc-js';
-import { bindServer, shutdownServer } from './grpc.js';
+import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, type CallResponse, type Invoker } from '../agent/index.js';
 import { encodeTriggerAnswer, undecorateTrigger } from '../agent/protocol/trigger.js';
-import { ApiError, callFromJson, E, type Call } from '../models/index.js';
-import {
-  finishedMessage,
-  LOG_EXTENSION,
-  LOG_TRAILER,
-  MAKE_ROOM_EXTENSION,
-  MAX_FRAME_BYTES,
-  refusalMessage,
-  runnerProtocol,
-  type ClientMsg,
-  type EngageServerStream,
-  type RunnerMsg,
-  type RunnerStatusMsg,
-  type TryCallMsg,
-} from './protocol.js';
+import { ApiError, callFromJson, E, type Call, type CallFn } from '../models/index.js';
+import { GrpcH2Server, unary, type GrpcServerCall, type ServerTls } from './h2-server.js';
+import { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg } from './protocol.js';
+import { CONFIGURE_PATH, decodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, STATUS2_PATH, STATUS_PATH } from './wire.js';
 
 export interface RunnerServerOptions {
   /** Runs the calls: the local agent (with non-blocking resources, so that a full runner refuses rather than queues). */
@@ -44,11 +35,14 @@ export interface RunnerServerOptions {
   readonly log: Logger;
   /** FN_MAX_REQUEST_SIZE (0 = no limit): a bigger body is refused with 413. */
   readonly maxRequestBytes: number;
-  /** TLS for the gRPC port; plaintext when absent. */
-  readonly credentials?: grpc.ServerCredentials;
+  /** Mutual TLS for the gRPC port; plaintext when absent. */
+  readonly tls?: ServerTls;
   /** Told of each engagement's result (metrics). Must be cheap and must not throw. */
   readonly events?: { onEngagement(result: 'handled' | 'refused'): void };
 }
+
+/** The most bytes one message from an LB may have (a DataFrame is at most 64 KiB from fnts's and Fn's LBs). */
+const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
 /**
  * What an LB sends on an engagement: its TryCall first, then the body's
@@ -56,7 +50,7 @@ export interface RunnerServerOptions {
  * missed between them. Both promises are handled at once (the body's may
  * never be awaited, when the call is refused).
  */
-function inbound(stream: EngageServerStream, limit: number): { readonly json: Promise<TryCallMsg>; readonly body: Promise<Buffer> } {
+function inbound(call: GrpcServerCall, limit: number): { readonly json: Promise<TryCallMsg>; readonly body: Promise<Buffer> } {
   let gotTry: (msg: TryCallMsg) => void;
   let noTry: (err: unknown) => void;
   let gotBody: (body: Buffer) => void;
@@ -68,17 +62,31 @@ function inbound(stream: EngageServerStream, limit: number): { readonly json: Pr
   const chunks: Buffer[] = [];
   let size = 0;
   let tried = false;
-  const cleanup = (): void => {
-    stream.off('data', onData);
-    stream.off('end', onEnd);
-    stream.off('error', onEnd);
+  let done = false;
+  const gone = (): void => {
+    if (done) return;
+    done = true;
+    const err = new ApiError(E.ClientCancelled, { message: 'the LB ended the stream before the end of the request' });
+    noTry(err);
+    noBody(err);
   };
-  const onData = (msg: ClientMsg): void => {
+  call.receive((bytes) => {
+    if (done) return;
+    let msg;
+    try {
+      msg = decodeClientMsg(bytes);
+    } catch {
+      done = true;
+      const err = new ApiError(E.InvalidJSON, { message: 'Invalid call: a message of the engagement is not a ClientMsg' });
+      noTry(err);
+      noBody(err);
+      return;
+    }
     if (!tried) {
       tried = true;
       if (msg.try) gotTry(msg.try);
       else {
-        cleanup();
+        done = true;
         noTry(new ApiError(E.InvalidJSON, { message: 'Invalid call: the first message of an engagement must be a TryCall' }));
       }
       return;
@@ -87,38 +95,15 @@ function inbound(stream: EngageServerStream, limit: number): { readonly json: Pr
     chunks.push(msg.data.data);
     size += msg.data.data.length;
     if (limit > 0 && size > limit) {
-      cleanup();
+      done = true;
       noBody(new ApiError(E.RequestContentTooBig));
     } else if (msg.data.eof) {
-      cleanup();
+      done = true;
       gotBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     }
-  };
-  const onEnd = (): void => {
-    cleanup();
-    const gone = new ApiError(E.ClientCancelled, { message: 'the LB ended the stream before the end of the request' });
-    noTry(gone);
-    noBody(gone);
-  };
-  stream.on('data', onData);
-  stream.once('end', onEnd);
-  stream.once('error', onEnd);
+  }, gone);
+  call.onCancel(gone);
   return { json, body };
-}
-
-/** Writes `msg`, resolving once the stream takes more (backpressure for response frames). */
-function send(stream: EngageServerStream, msg: RunnerMsg): Promise<void> | undefined {
-  if (stream.destroyed || stream.writableEnded) return undefined;
-  if (stream.write(msg)) return undefined;
-  return new Promise<void>((resolve) => {
-    const done = (): void => {
-      stream.off('drain', done);
-      stream.off('close', done);
-      resolve();
-    };
-    stream.once('drain', done);
-    stream.once('close', done);
-  });
 }
 
 /**
@@ -126,39 +111,49 @@ function send(stream: EngageServerStream, msg: RunnerMsg): Promise<void> | undef
  * sends it there) when the call's own headers carry none, so the agent's
  * spans continue the caller's trace.
  */
-function withTraceContext(call: Call, metadata: grpc.Metadata): Call {
-  const traceparent = metadata.get('traceparent')[0];
+function withTraceContext(call: Call, metadata: GrpcServerCall['metadata']): Call {
+  const traceparent = metadata['traceparent'];
   if (typeof traceparent !== 'string' || call.headers.some((h, i) => i % 2 === 0 && sameName(h, 'traceparent'))) return call;
-  const tracestate = metadata.get('tracestate')[0];
+  const tracestate = metadata['tracestate'];
   return { ...call, headers: [...call.headers, 'traceparent', traceparent, ...(typeof tracestate === 'string' ? ['tracestate', tracestate] : [])] };
 }
 
+/** The answer's body as DataFrames of at most MAX_FRAME_BYTES. */
+function dataFrames(body: Buffer, into: Buffer[]): void {
+  for (let at = 0; at < body.length; at += MAX_FRAME_BYTES) into.push(encodeRunnerMsg({ data: { data: body.subarray(at, at + MAX_FRAME_BYTES), eof: false } }));
+}
+
 export class RunnerServer {
-  private readonly server = new grpc.Server({ 'grpc.max_receive_message_length': 8 * 1024 * 1024 });
+  private readonly server: GrpcH2Server;
   private readonly log: Logger;
   private active = 0;
   private received = 0;
   private handled = 0;
   private draining = false;
   private idle: (() => void) | undefined;
-  private readonly streams = new Set<EngageServerStream>();
+  /** Calls' fns as the models_call_json of their last call described them: each call of a fn shares its CallFn (the agent keeps per-fn work with it). */
+  private readonly fns = new FnInterner();
 
   constructor(private readonly o: RunnerServerOptions) {
     this.log = o.log.child({ module: 'runner' });
-    this.server.addService(runnerProtocol().service, {
-      Engage: (stream: EngageServerStream) => this.engage(stream),
-      Status: (_call: unknown, callback: grpc.sendUnaryData<RunnerStatusMsg>) => callback(null, this.status()),
-      Status2: (_call: unknown, callback: grpc.sendUnaryData<RunnerStatusMsg>) => callback(null, this.status()),
-      ConfigureRunner: (_call: unknown, callback: grpc.sendUnaryData<object>) => callback(null, {}),
-      StreamLogs: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
-        stream.emit('error', { code: grpc.status.UNIMPLEMENTED, details: 'this runner streams no logs: call logs are in the call records' });
-      },
+    const status = unary(() => encodeRunnerStatus(this.status()));
+    this.server = new GrpcH2Server({
+      tls: o.tls,
+      maxMessageBytes: MAX_MESSAGE_BYTES,
+      methods: new Map([
+        [ENGAGE_PATH, (call: GrpcServerCall) => this.engage(call)],
+        [STATUS_PATH, status],
+        [STATUS2_PATH, status],
+        // ConfigStatus has no field this runner sets: an empty message.
+        [CONFIGURE_PATH, unary(() => EMPTY_MESSAGE)],
+        ['/RunnerProtocol/StreamLogs', (call: GrpcServerCall) => call.fail(GrpcStatus.UNIMPLEMENTED, 'this runner streams no logs: call logs are in the call records')],
+      ]),
     });
   }
 
   /** Binds the gRPC port (0: any free port) and answers with the port bound. */
   listen(host: string, port: number): Promise<number> {
-    return bindServer(this.server, host, port, this.o.credentials);
+    return this.server.listen(host, port);
   }
 
   /** Calls in flight, and calls received and handled (not refused) since start: RunnerStatus. */
@@ -201,34 +196,33 @@ export class RunnerServer {
     if (this.active > 0) await new Promise<void>((resolve) => (this.idle = resolve));
   }
 
-  /** Stops serving: streams still open are cut. Idempotent. */
+  /** Stops serving: calls still open after a second are cut. Idempotent. */
   async close(): Promise<void> {
     this.draining = true;
-    await shutdownServer(this.server, 1000, () => {
-      for (const s of this.streams) s.cancelled || s.end();
-    });
+    await this.server.close(1000);
   }
 
-  private engage(stream: EngageServerStream): void {
+  private engage(call: GrpcServerCall): void {
     this.received++;
     this.active++;
-    this.streams.add(stream);
-    this.serve(stream)
-      .catch((err: unknown) => this.log.warn({ err }, 'engagement failed'))
+    this.serve(call)
+      .catch((err: unknown) => {
+        this.log.warn({ err }, 'engagement failed');
+        call.fail(GrpcStatus.INTERNAL, err instanceof Error ? err.message : String(err));
+      })
       .finally(() => {
-        this.streams.delete(stream);
         if (--this.active === 0) this.idle?.();
       });
   }
 
-  private async serve(stream: EngageServerStream): Promise<void> {
+  private async serve(stream: GrpcServerCall): Promise<void> {
     const request = inbound(stream, this.o.maxRequestBytes);
     let tried: TryCallMsg;
     try {
       tried = await request.json;
     } catch (err) {
       // No TryCall: nothing to answer with a CallFinished.
-      stream.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: err instanceof Error ? err.message : String(err) });
+      stream.fail(GrpcStatus.INVALID_ARGUMENT, err instanceof Error ? err.message : String(err));
       return;
     }
     let call: Call;
@@ -236,24 +230,24 @@ export class RunnerServer {
       call = withTraceContext(this.wireCall(tried.models_call_json), stream.metadata);
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError(E.InvalidJSON);
-      this.finish(stream, refusalMessage('', e.status, e.message));
       this.counted('handled');
+      this.finish(stream, [], refusalMessage('', e.status, e.message));
       return;
     }
     if (this.draining) {
       this.counted('refused');
-      this.finish(stream, refusalMessage(call.id, 503, E.CallTimeoutServerBusy.message));
+      this.finish(stream, [], refusalMessage(call.id, 503, E.CallTimeoutServerBusy.message));
       return;
     }
     // Accepted: from these headers on, the LB treats the call as committed.
-    stream.sendMetadata(new grpc.Metadata());
+    stream.respond();
     let body: Buffer;
     try {
       body = await request.body;
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError(E.ClientCancelled);
-      this.finish(stream, refusalMessage(call.id, e.status, e.message));
       this.counted('handled');
+      this.finish(stream, [], refusalMessage(call.id, e.status, e.message));
       return;
     }
     // The LB says the call has waited and this runner is its first choice.
@@ -262,34 +256,37 @@ export class RunnerServer {
     // An fnts LB that keeps records asks for the call's log (read only then: reading it keeps it).
     const log = (): Promise<string> | undefined => (tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);
     // The LB gave up on the call (its caller left, or it is stopping).
-    const onCancel = (): void => running.cancel();
-    stream.once('cancelled', onCancel);
+    stream.onCancel(() => running.cancel());
+    let response: CallResponse;
     try {
-      let response: CallResponse;
-      try {
-        response = await running.response;
-      } catch (err) {
-        const outcome = await running.outcome;
-        if (outcome.startedAt === undefined && outcome.httpStatus === 503) {
-          // Never ran: the LB may place it elsewhere.
-          this.counted('refused');
-          this.finish(stream, refusalMessage(call.id, 503, err instanceof Error ? err.message : String(err)));
-          return;
-        }
-        this.counted('handled');
-        this.finish(stream, finishedMessage(outcome, call.fn.image, false), log());
+      response = await running.response;
+    } catch (err) {
+      const outcome = await running.outcome;
+      if (outcome.startedAt === undefined && outcome.httpStatus === 503) {
+        // Never ran: the LB may place it elsewhere.
+        this.counted('refused');
+        this.finish(stream, [], refusalMessage(call.id, 503, err instanceof Error ? err.message : String(err)));
         return;
       }
       this.counted('handled');
-      const answer = call.triggerId !== undefined ? encodeTriggerAnswer(response.status, response.headers) : response;
-      const headers = [];
-      for (let i = 0; i + 1 < answer.headers.length; i += 2) headers.push({ key: answer.headers[i]!, value: answer.headers[i + 1]! });
-      await send(stream, { result_start: { http: { status_code: answer.status, headers } } });
-      await this.sendBody(stream, response.body);
-      this.finish(stream, finishedMessage(await running.outcome, call.fn.image, true), log());
-    } finally {
-      stream.off('cancelled', onCancel);
+      this.finish(stream, [], finishedMessage(outcome, call.fn.image, false), log());
+      return;
     }
+    this.counted('handled');
+    const answer = call.triggerId !== undefined ? encodeTriggerAnswer(response.status, response.headers) : response;
+    const headers = [];
+    for (let i = 0; i + 1 < answer.headers.length; i += 2) headers.push({ key: answer.headers[i]!, value: answer.headers[i + 1]! });
+    const start = encodeRunnerMsg({ result_start: { http: { status_code: answer.status, headers } } });
+    if (Buffer.isBuffer(response.body)) {
+      // The whole answer is here: it goes to the LB in one write, CallFinished included.
+      const messages = [start];
+      dataFrames(response.body, messages);
+      this.finish(stream, messages, finishedMessage(await running.outcome, call.fn.image, true), log());
+      return;
+    }
+    await stream.write(start);
+    await this.sendStream(stream, response.body);
+    this.finish(stream, [], finishedMessage(await running.outcome, call.fn.image, true), log());
   }
 
   /** A call from models_call_json; a trigger call's decorated request made the caller's again (the agent decorates it for the function). */
@@ -300,7 +297,7 @@ export class RunnerServer {
     } catch {
       throw new ApiError(E.InvalidJSON, { message: 'Invalid call: models_call_json is not JSON' });
     }
-    const call = callFromJson(parsed);
+    const call = this.fns.share(callFromJson(parsed));
     if (call.triggerId === undefined) return call;
     const caller = undecorateTrigger(call.headers);
     // Headers not in the trigger form: the function gets them as they came.
@@ -308,16 +305,17 @@ export class RunnerServer {
     return { ...call, method: caller.method, url: caller.url || call.url, headers: caller.headers };
   }
 
-  /** The answer's body as DataFrames of at most MAX_FRAME_BYTES, whether it came whole or streamed. */
-  private async sendBody(stream: EngageServerStream, body: CallResponse['body']): Promise<void> {
+  /** A streamed answer as DataFrames, with backpressure. */
+  private async sendStream(stream: GrpcServerCall, body: Readable): Promise<void> {
     try {
-      for await (const chunk of Buffer.isBuffer(body) ? [body] : body) {
-        const c = chunk as Buffer;
-        for (let at = 0; at < c.length; at += MAX_FRAME_BYTES) await send(stream, { data: { data: c.subarray(at, at + MAX_FRAME_BYTES), eof: false } });
-        if (stream.destroyed) break;
+      for await (const chunk of body) {
+        const frames: Buffer[] = [];
+        dataFrames(chunk as Buffer, frames);
+        for (const f of frames) await stream.write(f);
+        if (!stream.open) break;
       }
     } finally {
-      if (!Buffer.isBuffer(body) && !body.destroyed) body.destroy();
+      if (!body.destroyed) body.destroy();
     }
   }
 
@@ -331,24 +329,47 @@ export class RunnerServer {
   }
 
   /**
-   * Sends CallFinished and ends the stream; with `log` (an fnts LB asked for
-   * it in TryCall.extensions), the call's log goes in the trailers once the
-   * container has moved on. The LB's caller has its answer already.
+   * Sends `messages` (framed) and CallFinished, and ends the call; with
+   * `log` (an fnts LB asked for it in TryCall.extensions), the call's log
+   * goes in the trailers once the container has moved on. The LB's caller
+   * has its answer already.
    */
-  private finish(stream: EngageServerStream, finished: RunnerMsg['finished'], log?: Promise<string>): void {
-    if (stream.destroyed || stream.writableEnded) return;
-    stream.write({ finished });
+  private finish(stream: GrpcServerCall, messages: Buffer[], finished: CallFinishedMsg, log?: Promise<string>): void {
+    messages.push(encodeRunnerMsg({ finished }));
+    const bytes = messages.length === 1 ? messages[0]! : Buffer.concat(messages);
     if (!log) {
-      stream.end();
+      stream.end(bytes);
       return;
     }
+    void stream.write(bytes);
     log.then(
-      (text) => {
-        const trailers = new grpc.Metadata();
-        if (text !== '') trailers.set(LOG_TRAILER, Buffer.from(text));
-        if (!stream.destroyed && !stream.writableEnded) stream.end(trailers);
-      },
+      (text) => stream.end(undefined, text === '' ? {} : { [LOG_TRAILER]: Buffer.from(text).toString('base64') }),
       () => stream.end(),
     );
   }
 }
+
+/**
+ * One CallFn per distinct fn as its calls describe it: a full node's calls
+ * of a fn share one, and the agent keeps per-fn work with it (the function's
+ * spec, its slot key), so each call from models_call_json would otherwise
+ * pay for that work again. Keyed by every field; at most MAX_FNS kept, the
+ * oldest dropped first.
+ */
+class FnInterner {
+  private readonly fns = new Map<string, CallFn>();
+
+  share(call: Call): Call {
+    const key = JSON.stringify(call.fn);
+    const known = this.fns.get(key);
+    if (known) return { ...call, fn: known };
+    if (this.fns.size >= MAX_FNS) this.fns.delete(this.fns.keys().next().value!);
+    this.fns.set(key, call.fn);
+    return call;
+  }
+}
+
+const MAX_FNS = 1000;
+
+/** An empty message, framed. */
+const EMPTY_MESSAGE = Buffer.from([0, 0, 0, 0, 0]);

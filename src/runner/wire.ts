@@ -1,18 +1,18 @@
 /**
- * gRPC's wire format for the runner protocol, for the LB's side, which
- * speaks it over node:http2 directly (lb/client.ts, lb/channel.ts): the
- * messages encoded and decoded with protobufjs from the same proto file,
- * into the same shapes @grpc/proto-loader gives the rest of the code, and
- * gRPC's framing (a 5-byte prefix per message), status codes, timeout and
- * trailers, as https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
+ * gRPC's wire format for the runner protocol, as both ends of it speak it
+ * over node:http2 directly (the LB: lb/client.ts, lb/channel.ts; the
+ * runner: h2-server.ts): the messages encoded and decoded with protobufjs
+ * from the same proto file, into the same shapes @grpc/proto-loader gives,
+ * and gRPC's framing (a 5-byte prefix per message), status codes, timeout
+ * and trailers, as https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
  * specifies them.
  *
  * grpc-js costs about three times the CPU of plain HTTP/2 for one Engage
- * round trip (its channel, call and filter stacks per stream); on an LB,
- * where the round trip is most of the work, that was most of the cost
- * (bench:fleet: LB CPU per call 784 -> 513 us). The runner keeps grpc-js's
- * server: it must take whatever Fn's LBs send, and there the saving was
- * small (about 6%).
+ * round trip on the LB (its channel, call and filter stacks per stream:
+ * bench:fleet LB CPU per call 784 -> 513 us), and its server writes each
+ * message of a stream in its own syscall (runner CPU per call 440 -> 334
+ * us once an answer went in one write). Fn's own LB and runners, which use
+ * grpc-go, interoperate with both ends (test/fleet/interop.test.ts).
  */
 import protobuf from 'protobufjs';
 import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
@@ -20,9 +20,11 @@ import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg
 /** Paths of the service's methods (the proto has no package). */
 export const ENGAGE_PATH = '/RunnerProtocol/Engage';
 export const STATUS_PATH = '/RunnerProtocol/Status';
+export const STATUS2_PATH = '/RunnerProtocol/Status2';
+export const CONFIGURE_PATH = '/RunnerProtocol/ConfigureRunner';
 
-/** gRPC status codes used here. */
-export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, DEADLINE_EXCEEDED: 4, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+/** gRPC status codes used by the LB and the runner. */
+export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
 /** The shapes proto-loader gives (keepCase, longs as numbers, enums as strings, defaults, oneof names). */
 const TO_OBJECT: protobuf.IConversionOptions = { longs: Number, enums: String, defaults: true, oneofs: true };
@@ -64,6 +66,20 @@ export function encodeClientMsg(msg: ClientMsg): Buffer {
 
 export function encodeEmpty(): Buffer {
   return framed(new Uint8Array(0));
+}
+
+export function decodeClientMsg(bytes: Buffer): ClientMsg {
+  const t = types().clientMsg;
+  return t.toObject(t.decode(bytes), TO_OBJECT) as ClientMsg;
+}
+
+export function encodeRunnerMsg(msg: RunnerMsg): Buffer {
+  const { body: _oneof, ...fields } = msg;
+  return framed(types().runnerMsg.encode(fields).finish());
+}
+
+export function encodeRunnerStatus(status: RunnerStatusMsg): Buffer {
+  return framed(types().runnerStatus.encode(status).finish());
 }
 
 export function decodeRunnerMsg(bytes: Buffer): RunnerMsg {
@@ -128,6 +144,20 @@ export class MessageReader {
 export function grpcTimeout(ms: number): string {
   const whole = Math.max(1, Math.ceil(ms));
   return whole < 1e8 ? `${whole}m` : `${Math.ceil(whole / 1000)}S`;
+}
+
+/** grpc-timeout in milliseconds (undefined: none, or not in the spec's form). */
+export function parseGrpcTimeout(raw: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(raw) ? raw[0] : raw;
+  const m = text === undefined ? null : /^(\d{1,8})([HMSmun])$/.exec(text);
+  if (!m) return undefined;
+  const unitMs = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 }[m[2] as 'H'];
+  return Number(m[1]) * unitMs;
+}
+
+/** grpc-message is percent-encoded (the spec's form: bytes outside printable ASCII, and '%'). */
+export function encodeGrpcMessage(text: string): string {
+  return encodeURIComponent(text);
 }
 
 /** grpc-message is percent-encoded. */

@@ -206,9 +206,8 @@ const ROLES: Record<NodeType, Wiring> = {
     const agent = await startAgent(config, logger, changes, { metrics, tracing }, { nonBlockingResources: true });
     const syslog = new SyslogForwarder(logger.child({ module: 'syslog' }));
     agent.addListener(syslog);
-    const tls = config.fleet.tls;
-    const credentials = serverCredentials(config);
-    const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(credentials ? { credentials } : {}), ...(metrics ? { events: metrics } : {}) });
+    const tls = fleetTls(config);
+    const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(tls ? { tls } : {}), ...(metrics ? { events: metrics } : {}) });
     let grpcPort: number;
     try {
       grpcPort = await runner.listen(config.listenHost, config.fleet.grpcPort);

@@ -54,6 +54,9 @@ describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () 
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ message: 'Hello fleet' });
     expect(res.headers.get('fn-call-id')).toMatch(/^[0-9A-Z]{26}$/);
+    // A whole answer comes from the runner at once, and goes to the caller with its length, as a full node sends it.
+    expect(res.headers.get('content-length')).toBe(String(Buffer.byteLength(JSON.stringify(res.json))));
+    expect(res.headers.get('transfer-encoding')).toBeNull();
   });
 
   it('serves an HTTP trigger: the caller\'s method, URL and headers reach the function, its status and headers come back', async () => {

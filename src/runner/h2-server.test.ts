@@ -1,0 +1,151 @@
+import { loadSync } from '@grpc/proto-loader';
+import * as grpc from '@grpc/grpc-js';
+import { connect, constants as h2 } from 'node:http2';
+import { afterEach, describe, expect, it } from 'vitest';
+import { GrpcH2Server, unary, type GrpcServerCall } from './h2-server.js';
+import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
+import { decodeClientMsg, encodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, STATUS_PATH } from './wire.js';
+
+/** A grpc-js client of the runner protocol: what Fn's LB is to a runner (another gRPC implementation). */
+function grpcJsClient(port: number): grpc.Client & Record<string, (...args: unknown[]) => unknown> {
+  const def = loadSync(RUNNER_PROTO_PATH, { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
+  const Ctor = (grpc.loadPackageDefinition(def) as unknown as { RunnerProtocol: grpc.ServiceClientConstructor }).RunnerProtocol;
+  return new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as never;
+}
+
+const status = (active: number): RunnerStatusMsg => ({
+  active,
+  failed: false,
+  id: '',
+  details: '',
+  errorCode: 0,
+  errorStr: '',
+  createdAt: '',
+  startedAt: '',
+  completedAt: '',
+  cached: false,
+  requestsReceived: 7,
+  requestsHandled: 6,
+  kdumpsOnDisk: 0,
+  schedulerDuration: 0,
+  executionDuration: 0,
+  isNetworkDisabled: false,
+  customStatus: { draining: 'true' },
+  imagePullWaitDuration: 0,
+  ctrPrepDuration: 0,
+  ctrCreateDuration: 0,
+  initStartTime: 0,
+});
+
+describe('the runner gRPC server on node:http2', () => {
+  let server: GrpcH2Server | undefined;
+  let client: grpc.Client | undefined;
+  afterEach(async () => {
+    client?.close();
+    await server?.close(200);
+    server = undefined;
+    client = undefined;
+  });
+
+  /** An Engage that echoes the body back in one write, with trailers; and a call that waits until cancelled. */
+  async function start(onCancelled?: () => void): Promise<number> {
+    server = new GrpcH2Server({
+      maxMessageBytes: 1024,
+      methods: new Map([
+        [STATUS_PATH, unary(() => encodeRunnerStatus(status(3)))],
+        [
+          ENGAGE_PATH,
+          (call: GrpcServerCall) => {
+            const got: ClientMsg[] = [];
+            call.onCancel(() => onCancelled?.());
+            call.receive((bytes) => {
+              const msg = decodeClientMsg(bytes);
+              got.push(msg);
+              if (msg.try?.models_call_json === 'wait') call.respond();
+              if (!msg.data?.eof) return;
+              const echo = Buffer.concat(got.flatMap((m) => (m.data ? [m.data.data] : [])));
+              const out: RunnerMsg[] = [{ result_start: { http: { status_code: 201, headers: [{ key: 'X-A', value: 'b' }] } } }, { data: { data: echo, eof: false } }];
+              call.end(Buffer.concat(out.map(encodeRunnerMsg)), { 'fnts-log-bin': Buffer.from('log line').toString('base64') });
+            });
+          },
+        ],
+      ]),
+    });
+    return server.listen('127.0.0.1', 0);
+  }
+
+  it('answers a unary Status and a streaming Engage as grpc-js reads them, trailers included', async () => {
+    const port = await start();
+    const c = grpcJsClient(port);
+    client = c;
+    const s = await new Promise<RunnerStatusMsg>((resolve, reject) => c['Status']!({}, (err: Error | null, r: RunnerStatusMsg) => (err ? reject(err) : resolve(r))));
+    expect(s).toMatchObject({ active: 3, requestsReceived: 7, requestsHandled: 6, customStatus: { draining: 'true' } });
+
+    const engage = c['Engage']!() as grpc.ClientDuplexStream<ClientMsg, RunnerMsg>;
+    const messages: RunnerMsg[] = [];
+    engage.on('data', (m: RunnerMsg) => messages.push(m));
+    const ended = new Promise<grpc.Metadata>((resolve, reject) => {
+      engage.on('status', (st: grpc.StatusObject) => (st.code === 0 ? resolve(st.metadata) : reject(new Error(st.details))));
+    });
+    engage.write({ try: { models_call_json: '{}', slot_hash_id: '', extensions: {} } });
+    engage.write({ data: { data: Buffer.from('hel'), eof: false } });
+    engage.write({ data: { data: Buffer.from('lo'), eof: true } });
+    engage.end();
+    const trailers = await ended;
+    expect(messages.map((m) => m.body)).toEqual(['result_start', 'data']);
+    expect(messages[0]!.result_start!.http!.status_code).toBe(201);
+    expect(Buffer.from(messages[1]!.data!.data).toString()).toBe('hello');
+    expect(trailers.get('fnts-log-bin')[0]!.toString()).toBe('log line');
+  });
+
+  it('answers UNIMPLEMENTED for a method it does not serve, and RESOURCE_EXHAUSTED for a message above its limit', async () => {
+    const port = await start();
+    const c = grpcJsClient(port);
+    client = c;
+    const configure = await new Promise<grpc.ServiceError>((resolve) => c['ConfigureRunner']!({ config: {} }, (err: grpc.ServiceError) => resolve(err)));
+    expect(configure.code).toBe(grpc.status.UNIMPLEMENTED);
+
+    const engage = c['Engage']!() as grpc.ClientDuplexStream<ClientMsg, RunnerMsg>;
+    engage.on('data', () => undefined);
+    const failed = new Promise<grpc.StatusObject>((resolve) => engage.on('status', resolve));
+    engage.on('error', () => undefined);
+    engage.write({ try: { models_call_json: 'x'.repeat(2000), slot_hash_id: '', extensions: {} } });
+    engage.end();
+    const st = await failed;
+    expect(st.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(st.details).toMatch(/above the 1024 allowed/);
+  });
+
+  it('tells the handler when the client resets a call, and keeps serving', async () => {
+    let cancelled!: () => void;
+    const wasCancelled = new Promise<void>((r) => (cancelled = r));
+    const port = await start(() => cancelled());
+    const session = connect(`http://127.0.0.1:${port}`);
+    session.on('error', () => undefined);
+    const stream = session.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers' });
+    stream.on('error', () => undefined);
+    stream.write(encodeClientMsg({ try: { models_call_json: 'wait', slot_hash_id: '', extensions: {} } }));
+    await new Promise((r) => stream.once('response', r));
+    stream.close(h2.NGHTTP2_CANCEL);
+    await wasCancelled;
+    session.close();
+    const c = grpcJsClient(port);
+    client = c;
+    const s = await new Promise<RunnerStatusMsg>((resolve, reject) => c['Status']!({}, (err: Error | null, r: RunnerStatusMsg) => (err ? reject(err) : resolve(r))));
+    expect(s.active).toBe(3);
+  });
+
+  it("ends a call past the client's grpc-timeout with DEADLINE_EXCEEDED and cancels it", async () => {
+    let cancelled = false;
+    const port = await start(() => (cancelled = true));
+    const session = connect(`http://127.0.0.1:${port}`);
+    session.on('error', () => undefined);
+    const stream = session.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers', 'grpc-timeout': '80m' });
+    stream.on('error', () => undefined);
+    stream.write(encodeClientMsg({ try: { models_call_json: 'wait', slot_hash_id: '', extensions: {} } }));
+    const trailers = await new Promise<Record<string, unknown>>((resolve) => stream.once('trailers', resolve));
+    expect(trailers['grpc-status']).toBe(String(GrpcStatus.DEADLINE_EXCEEDED));
+    expect(cancelled).toBe(true);
+    session.close();
+  });
+});

@@ -1,0 +1,269 @@
+/**
+ * The runner's side of gRPC, on node:http2 directly: a server of unary and
+ * bidi-streaming methods with gRPC's framing, status and trailers (as
+ * https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md specifies
+ * them), for the runner protocol's few methods.
+ *
+ * Why not grpc-js's server: it writes each message of a stream in its own
+ * syscall, waiting for the previous write to complete, so a call's answer
+ * (CallResultStart, its DataFrames, CallFinished) reached the LB in three
+ * writes and woke it three times. Here a handler writes what it has in one
+ * buffer, and the LB reads a whole answer at once.
+ *
+ * What the server guarantees a handler: every stream has an error listener
+ * (a reset or broken connection never throws), `end` and `fail` are
+ * idempotent and safe after the stream closed, and a client's deadline
+ * (grpc-timeout) cancels the call.
+ */
+import { constants as h2, createSecureServer, createServer, type Http2Server, type Http2Session, type IncomingHttpHeaders, type SecureServerOptions, type ServerHttp2Stream } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { encodeGrpcMessage, GrpcStatus, MessageReader, parseGrpcTimeout } from './wire.js';
+
+export interface ServerTls {
+  readonly ca: Buffer;
+  readonly key: Buffer;
+  readonly cert: Buffer;
+}
+
+/**
+ * One call to a method: the request's messages come to `onMessage` (the
+ * bytes of each, unframed), the answer goes out with `respond`, `write`,
+ * `end` or `fail`.
+ */
+export class GrpcServerCall {
+  private responded = false;
+  private ended = false;
+  private cancelListeners: Array<() => void> = [];
+  private trailers: Record<string, string> = {};
+  private deadline: NodeJS.Timeout | undefined;
+  /** True once the client cancelled, the stream broke, or the deadline passed. */
+  cancelled = false;
+
+  constructor(
+    readonly stream: ServerHttp2Stream,
+    /** The request's headers: the call's metadata (traceparent, ...). */
+    readonly metadata: IncomingHttpHeaders,
+    private readonly maxMessageBytes: number,
+  ) {
+    // A reset by the client, or a connection that broke: the call is cancelled.
+    stream.on('error', () => undefined);
+    stream.once('close', () => {
+      clearTimeout(this.deadline);
+      if (!this.ended) this.cancel();
+    });
+    const timeoutMs = parseGrpcTimeout(metadata['grpc-timeout']);
+    if (timeoutMs !== undefined) {
+      this.deadline = setTimeout(() => {
+        this.cancel();
+        this.fail(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
+      }, timeoutMs);
+      this.deadline.unref();
+    }
+  }
+
+  /**
+   * Reads the request: each message's bytes (unframed) to `onMessage`, then
+   * `onEnd` when the client has sent all (a half-close). A message too big
+   * or cut short fails the call. Call it at once in the handler.
+   */
+  receive(onMessage: (bytes: Buffer) => void, onEnd: () => void = () => undefined): void {
+    const reader = new MessageReader(this.maxMessageBytes);
+    this.stream.on('data', (chunk: Buffer) => {
+      if (this.ended) return;
+      let messages: Buffer[];
+      try {
+        messages = reader.push(chunk);
+      } catch (err) {
+        this.fail(GrpcStatus.RESOURCE_EXHAUSTED, err instanceof Error ? err.message : String(err));
+        return;
+      }
+      for (const m of messages) if (!this.ended) onMessage(m);
+    });
+    this.stream.once('end', () => {
+      if (reader.partial > 0) this.fail(GrpcStatus.INTERNAL, 'the request ended inside a message');
+      else onEnd();
+    });
+  }
+
+  /** Runs `fn` once when the call is cancelled (at once if it already was). */
+  onCancel(fn: () => void): void {
+    if (this.cancelled) fn();
+    else this.cancelListeners.push(fn);
+  }
+
+  /** True while the answer can still be written. */
+  get open(): boolean {
+    return !this.ended && !this.stream.destroyed;
+  }
+
+  /** Sends the response headers (once; `write` and `end` send them if not sent). */
+  respond(): void {
+    if (this.responded || !this.open) return;
+    this.responded = true;
+    this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, { waitForTrailers: true });
+    this.stream.once('wantTrailers', () => {
+      if (!this.stream.destroyed) this.stream.sendTrailers(this.trailers);
+    });
+  }
+
+  /** Writes framed messages; resolves once the stream takes more (undefined: it can now). */
+  write(framed: Buffer): Promise<void> | undefined {
+    if (!this.open) return undefined;
+    this.respond();
+    if (this.stream.write(framed)) return undefined;
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.stream.off('drain', done);
+        this.stream.off('close', done);
+        resolve();
+      };
+      this.stream.once('drain', done);
+      this.stream.once('close', done);
+    });
+  }
+
+  /** Ends the call with status OK; `last` (framed messages) goes in the same write; `trailers` are added to the status. */
+  end(last?: Buffer, trailers: Record<string, string> = {}): void {
+    if (!this.open) return;
+    this.respond();
+    this.ended = true;
+    clearTimeout(this.deadline);
+    this.trailers = { ...trailers, 'grpc-status': String(GrpcStatus.OK) };
+    if (last) this.stream.end(last);
+    else this.stream.end();
+  }
+
+  /** Ends the call with an error status (trailers-only when nothing was sent yet). */
+  fail(code: number, details: string): void {
+    if (!this.open) return;
+    this.ended = true;
+    clearTimeout(this.deadline);
+    const status = { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(details) };
+    if (this.responded) {
+      this.trailers = status;
+      this.stream.end();
+    } else {
+      this.responded = true;
+      this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', ...status }, { endStream: true });
+    }
+  }
+
+  private cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    const listeners = this.cancelListeners;
+    this.cancelListeners = [];
+    for (const fn of listeners) fn();
+  }
+}
+
+/** A method: called once per call, with the call to read from (`receive`, at once) and answer on. */
+export type GrpcHandler = (call: GrpcServerCall) => void;
+
+/** A unary method: the answer (framed) made from the request's one message, or a failure. */
+export function unary(answer: (request: Buffer | undefined) => Buffer): GrpcHandler {
+  return (call) => {
+    let request: Buffer | undefined;
+    call.receive(
+      (bytes) => (request ??= bytes),
+      () => call.end(answer(request)),
+    );
+  };
+}
+
+export interface GrpcServerOptions {
+  /** Mutual TLS (clients must show a certificate the CA signed); plaintext when absent. */
+  readonly tls?: ServerTls | undefined;
+  /** The largest request message taken (RESOURCE_EXHAUSTED above it). */
+  readonly maxMessageBytes: number;
+  /** Methods by path (`/Service/Method`); any other path answers UNIMPLEMENTED. */
+  readonly methods: ReadonlyMap<string, GrpcHandler>;
+}
+
+export class GrpcH2Server {
+  private readonly server: Http2Server;
+  private readonly sessions = new Set<Http2Session>();
+  private readonly calls = new Set<GrpcServerCall>();
+
+  constructor(private readonly o: GrpcServerOptions) {
+    // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, base64), and for many calls' frames at once.
+    const base = { settings: { maxHeaderListSize: 64 * 1024 }, maxSendHeaderBlockLength: 8 * 1024 * 1024, maxSessionMemory: 64 };
+    this.server = o.tls
+      ? (createSecureServer({ ...base, ca: o.tls.ca, key: o.tls.key, cert: o.tls.cert, requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] } satisfies SecureServerOptions) as unknown as Http2Server)
+      : createServer(base);
+    this.server.on('session', (session: Http2Session) => {
+      this.sessions.add(session);
+      session.on('error', () => undefined);
+      session.once('close', () => this.sessions.delete(session));
+    });
+    // A TLS handshake that failed (no or a bad client certificate) ends that connection only.
+    this.server.on('tlsClientError', () => undefined);
+    this.server.on('sessionError', () => undefined);
+    this.server.on('stream', (stream, headers) => this.route(stream, headers));
+  }
+
+  /** Binds `host:port` (0: any free port); answers with the port bound. The error says which variable sets it. */
+  listen(host: string, port: number, variable = 'FN_GRPC_PORT'): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(new Error(`could not listen for gRPC on ${host}:${port}: ${err.message}; set ${variable} to a free port`));
+      this.server.once('error', onError);
+      this.server.listen(port, host, () => {
+        this.server.off('error', onError);
+        resolve((this.server.address() as AddressInfo).port);
+      });
+    });
+  }
+
+  /**
+   * Stops taking connections and tells clients (GOAWAY); calls in flight get
+   * `graceMs`, then their streams and connections are cut. `whileWaiting`
+   * runs once the stop has begun.
+   */
+  close(graceMs = 1000, whileWaiting?: () => void): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (!this.server.listening) {
+        resolve();
+        return;
+      }
+      const force = setTimeout(() => {
+        for (const s of this.sessions) s.destroy();
+      }, graceMs);
+      force.unref();
+      this.server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
+      for (const s of this.sessions) if (!s.closed) s.close();
+      whileWaiting?.();
+    });
+  }
+
+  /** Calls not ended yet. */
+  get inFlight(): ReadonlySet<GrpcServerCall> {
+    return this.calls;
+  }
+
+  private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    stream.on('error', () => undefined);
+    const path = headers[h2.HTTP2_HEADER_PATH];
+    const method = typeof path === 'string' ? this.o.methods.get(path) : undefined;
+    const type = String(headers[h2.HTTP2_HEADER_CONTENT_TYPE] ?? '');
+    if (headers[h2.HTTP2_HEADER_METHOD] !== 'POST' || !type.startsWith('application/grpc')) {
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
+      return;
+    }
+    if (!method) {
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED), 'grpc-message': encodeGrpcMessage(`${String(path)} is not a method of this server`) }, { endStream: true });
+      return;
+    }
+    const encoding = headers['grpc-encoding'];
+    if (encoding !== undefined && encoding !== 'identity') {
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED), 'grpc-message': encodeGrpcMessage(`grpc-encoding ${encoding} is not supported`), 'grpc-accept-encoding': 'identity' }, { endStream: true });
+      return;
+    }
+    const call = new GrpcServerCall(stream, headers, this.o.maxMessageBytes);
+    this.calls.add(call);
+    stream.once('close', () => this.calls.delete(call));
+    method(call);
+  }
+}
