@@ -26,6 +26,19 @@ export interface ServerTls {
 }
 
 /**
+ * Runs a write to a stream that Node may refuse with a throw (it was reset
+ * or its connection broke in the meantime): the call is over then, and the
+ * stream's close has told its handler so.
+ */
+function safely(write: () => void): void {
+  try {
+    write();
+  } catch {
+    // ERR_HTTP2_INVALID_STREAM and the like: nothing left to answer on.
+  }
+}
+
+/**
  * One call to a method: the request's messages come to `onMessage` (the
  * bytes of each, unframed), the answer goes out with `respond`, `write`,
  * `end` or `fail`.
@@ -91,19 +104,20 @@ export class GrpcServerCall {
     else this.cancelListeners.push(fn);
   }
 
-  /** True while the answer can still be written. */
+  /** True while the answer can still be written (not ended by us, not reset or broken). */
   get open(): boolean {
-    return !this.ended && !this.stream.destroyed;
+    return !this.ended && !this.stream.closed && !this.stream.destroyed;
   }
 
   /** Sends the response headers (once; `write` and `end` send them if not sent). */
   respond(): void {
     if (this.responded || !this.open) return;
     this.responded = true;
-    this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, { waitForTrailers: true });
     this.stream.once('wantTrailers', () => {
-      if (!this.stream.destroyed) this.stream.sendTrailers(this.trailers);
+      // The stream can be reset between asking for trailers and this: Node throws then.
+      if (!this.stream.closed && !this.stream.destroyed) safely(() => this.stream.sendTrailers(this.trailers));
     });
+    safely(() => this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, { waitForTrailers: true }));
   }
 
   /** Writes framed messages; resolves once the stream takes more (undefined: it can now). */
@@ -144,7 +158,7 @@ export class GrpcServerCall {
       this.stream.end();
     } else {
       this.responded = true;
-      this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', ...status }, { endStream: true });
+      safely(() => this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', ...status }, { endStream: true }));
     }
   }
 
@@ -176,6 +190,8 @@ export interface GrpcServerOptions {
   readonly tls?: ServerTls | undefined;
   /** The largest request message taken (RESOURCE_EXHAUSTED above it). */
   readonly maxMessageBytes: number;
+  /** Told of the server's own errors after it listens (the connection's and streams' end only those). */
+  readonly onError?: (err: Error) => void;
   /** Methods by path (`/Service/Method`); any other path answers UNIMPLEMENTED. */
   readonly methods: ReadonlyMap<string, GrpcHandler>;
 }
@@ -199,7 +215,14 @@ export class GrpcH2Server {
     // A TLS handshake that failed (no or a bad client certificate) ends that connection only.
     this.server.on('tlsClientError', () => undefined);
     this.server.on('sessionError', () => undefined);
-    this.server.on('stream', (stream, headers) => this.route(stream, headers));
+    this.server.on('stream', (stream, headers) => {
+      try {
+        this.route(stream, headers);
+      } catch (err) {
+        // A stream reset as it arrived: Node refuses to answer it.
+        this.o.onError?.(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
   }
 
   /** Binds `host:port` (0: any free port); answers with the port bound. The error says which variable sets it. */
@@ -209,6 +232,8 @@ export class GrpcH2Server {
       this.server.once('error', onError);
       this.server.listen(port, host, () => {
         this.server.off('error', onError);
+        // Later errors (too many open files on accept, ...) end no call in flight: told, not thrown.
+        this.server.on('error', (err) => this.o.onError?.(err));
         resolve((this.server.address() as AddressInfo).port);
       });
     });

@@ -140,6 +140,7 @@ export class RunnerServer {
     this.server = new GrpcH2Server({
       tls: o.tls,
       maxMessageBytes: MAX_MESSAGE_BYTES,
+      onError: (err) => this.log.warn({ err }, 'runner protocol server error'),
       methods: new Map([
         [ENGAGE_PATH, (call: GrpcServerCall) => this.engage(call)],
         [STATUS_PATH, status],
