@@ -2,23 +2,42 @@
  * The floor under the LB path: the CPU of one bare HTTP/2 stream per
  * request, with the runner protocol's Engage pattern (a request body, then
  * headers, three DATA frames and trailers back), client and server in two
- * processes and no application code; and HTTP/1.1 keep-alive for comparison
- * (what a full node's callers use). npm run bench:h2
+ * processes and no application code; HTTP/1.1 keep-alive for comparison
+ * (what a full node's callers use); and length-prefixed messages on a plain
+ * TCP connection (one write each way: the least any transport between LB
+ * and runner could cost). npm run bench:h2
  *
- * An LB path adds one HTTP/2 round trip (both sides) to a full node's work,
- * so these figures bound how close the LB can come to a full node.
+ * An LB path adds its own HTTP front and one round trip to the runner (both
+ * sides) to a full node's work, so these figures bound how close the LB can
+ * come to a full node.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 const N = Number(process.env['H2_FLOOR_CALLS'] ?? 20_000);
 
 function serve(kind: string): void {
-  const port = (s: http.Server | http2.Http2Server): void => void process.send!((s.address() as AddressInfo).port);
-  if (kind === 'h2') {
+  const port = (s: http.Server | http2.Http2Server | net.Server): void => void process.send!((s.address() as AddressInfo).port);
+  if (kind === 'raw') {
+    // Length-prefixed messages on a plain TCP connection: one write each way.
+    const s = net.createServer((c) => {
+      c.setNoDelay(true);
+      let pending: Buffer = Buffer.alloc(0);
+      c.on('data', (chunk: Buffer) => {
+        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+        while (pending.length >= 4 && pending.length >= 4 + pending.readUInt32BE(0)) {
+          pending = pending.subarray(4 + pending.readUInt32BE(0));
+          const out = Buffer.alloc(4 + 130);
+          out.writeUInt32BE(130, 0);
+          c.write(out);
+        }
+      });
+    });
+    s.listen(0, '127.0.0.1', () => port(s));
+  } else if (kind === 'h2') {
     const s = http2.createServer();
     s.on('stream', (st) => {
       st.on('data', () => undefined);
@@ -45,7 +64,7 @@ function serve(kind: string): void {
   });
 }
 
-async function measure(kind: 'h2' | 'http1'): Promise<string> {
+async function measure(kind: 'h2' | 'http1' | 'raw'): Promise<string> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['server', kind], { execArgv: process.execArgv });
   const port = await new Promise<number>((r) => child.once('message', (m) => r(m as number)));
   const serverCpu = (): Promise<number> =>
@@ -55,7 +74,30 @@ async function measure(kind: 'h2' | 'http1'): Promise<string> {
     });
   let one: () => Promise<void>;
   let close: () => void;
-  if (kind === 'h2') {
+  if (kind === 'raw') {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.setNoDelay(true);
+    await new Promise((r) => socket.once('connect', r));
+    let waiting: (() => void) | undefined;
+    let pending: Buffer = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      while (pending.length >= 4 && pending.length >= 4 + pending.readUInt32BE(0)) {
+        pending = pending.subarray(4 + pending.readUInt32BE(0));
+        const w = waiting;
+        waiting = undefined;
+        w?.();
+      }
+    });
+    one = () =>
+      new Promise((resolve) => {
+        waiting = resolve;
+        const out = Buffer.alloc(4 + 300);
+        out.writeUInt32BE(300, 0);
+        socket.write(out);
+      });
+    close = () => socket.destroy();
+  } else if (kind === 'h2') {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     one = () =>
       new Promise((resolve) => {
@@ -95,5 +137,5 @@ async function measure(kind: 'h2' | 'http1'): Promise<string> {
 
 if (process.argv[2] === 'server') serve(process.argv[3]!);
 else {
-  for (const kind of ['h2', 'http1'] as const) process.stdout.write(`${await measure(kind)}\n`);
+  for (const kind of ['h2', 'http1', 'raw'] as const) process.stdout.write(`${await measure(kind)}\n`);
 }
