@@ -25,6 +25,10 @@
  *    their timeout FLEET_FN_TIMEOUT (10 s); each placer gets at most
  *    FLEET_PLACER_BUDGET seconds (80).
  *
+ * FLEET_REPEAT=N repeats part 2's comparison N times, each on fresh fns (new
+ * ids, so the consistent-hash homes fall differently: one comparison's p99
+ * depends much on them), and sums up how often wait won.
+ *
  * FLEET_PART=1 or 2 runs one part alone.
  *
  * Every process and container this run started is removed at the end, on
@@ -52,6 +56,8 @@ const ZIPF_S = env('FLEET_ZIPF_S', 1.1);
 const CALLS = env('FLEET_CALLS', 800);
 const CONCURRENCY = env('FLEET_CONCURRENCY', 10);
 const SEED = env('FLEET_SEED', 42);
+/** How many times part 2 compares the placers, each time on fresh fns (new ids: the homes fall differently). */
+const REPEAT = env('FLEET_REPEAT', 1);
 /**
  * The fns' idle_timeout (s). Short, so that containers leave soon on their
  * own: a pure runner (non-blocking resources) refuses a call it has no room
@@ -331,6 +337,8 @@ interface PlacerResult {
   seconds: number;
   perRunner: Array<{ calls: number; starts: number; refused: number }>;
   idleWhileRefusing: IdleWhileRefusing;
+  /** The popularity ranks (0: most popular fn) of the slowest 1% of calls, slowest first. */
+  tailFns: number[];
 }
 
 const RUNNER_METRICS = ['fn_calls', 'faas_coldstarts_total', 'fn_server_busy'] as const;
@@ -399,7 +407,9 @@ async function placerRun(placer: PlacerName, apiUrl: string, fnIds: readonly str
       }),
     );
     const ms = answers.map((a) => a.ms);
+    const slowest = answers.map((a, i) => ({ ms: a.ms, fn: plan[i]!.fn })).sort((a, b) => b.ms - a.ms);
     const result: PlacerResult = {
+      tailFns: slowest.slice(0, Math.ceil(answers.length / 100)).map((a) => a.fn),
       placer,
       calls: answers.length,
       started,
@@ -427,55 +437,73 @@ async function placerRun(placer: PlacerName, apiUrl: string, fnIds: readonly str
   }
 }
 
+/** One comparison of the placers on fresh fns (new ids, so new homes), printed as a table; answers the placers' results. */
+async function placerComparison(apiUrl: string, appId: string, image: string, round: number): Promise<PlacerResult[]> {
+  const fnIds: string[] = [];
+  for (let i = 0; i < FNS; i++) {
+    const fn = await json(`${apiUrl}/v2/fns`, { app_id: appId, name: `r${round}f${i}`, image, memory: 128, timeout: TIMEOUT_S, idle_timeout: IDLE_TIMEOUT_S });
+    if (!fn.id) throw new Error(`could not create fn r${round}f${i}: ${JSON.stringify(fn)}`);
+    fnIds.push(fn.id);
+  }
+  const plan = schedule();
+  const share = zipf(FNS, ZIPF_S);
+  const homes = Array.from({ length: RUNNERS }, () => ({ fns: 0, share: 0 }));
+  fnIds.forEach((id, i) => {
+    const h = homes[home(id, RUNNERS)]!;
+    h.fns++;
+    h.share += share[i]!;
+  });
+  const results: PlacerResult[] = [];
+  for (const placer of PLACERS) results.push(await placerRun(placer, apiUrl, fnIds, plan));
+
+  say('');
+  say(
+    `== placers${REPEAT > 1 ? ` (comparison ${round + 1} of ${REPEAT})` : ''}: ${RUNNERS} pure runners with room for ${RUNNER_SLOTS} containers of 128 MB each; ${FNS} fns, Zipf s=${ZIPF_S} (the most popular ${fmt(100 * share[0]!)}% of calls), ` +
+      `20-50 ms each, idle_timeout ${IDLE_TIMEOUT_S} s; the same ${CALLS} calls (seed ${SEED}), ${CONCURRENCY} at a time`,
+  );
+  say(`ch homes (runner: fns, share of calls): ${homes.map((h, i) => `r${i}: ${h.fns} fns, ${fmt(100 * h.share)}%`).join('; ')}`);
+  say('placer  calls  started  warm hits  p50 ms  p99 ms  503s  other errors  seconds  per runner (calls/starts/refusals)');
+  for (const r of results) {
+    say(
+      `${r.placer.padEnd(6)}  ${String(r.calls).padStart(5)}  ${String(r.started).padStart(7)}  ${(fmt(100 * (1 - r.started / r.calls), 1) + '%').padStart(9)}  ${fmt(r.p50).padStart(6)}  ${fmt(r.p99).padStart(6)}  ` +
+        `${String(r.busy).padStart(4)}  ${(Object.entries(r.otherErrors).map(([st, n]) => `${n}x${st}`).join(',') || '0').padStart(12)}  ${fmt(r.seconds, 1).padStart(7)}  ${r.perRunner.map((x) => `${x.calls}/${x.starts}/${x.refused}`).join('  ')}` +
+        (r.startedByMetrics !== r.started ? `  (runners counted ${r.startedByMetrics} starts)` : ''),
+    );
+  }
+  for (const r of results) {
+    const w = r.idleWhileRefusing;
+    if (w.intervals > 0) {
+      say(
+        `${r.placer}: runners refused calls in ${w.intervals} intervals of ${SAMPLE_MS} ms; at the end of ${w.withIdle} of them (${fmt((100 * w.withIdle) / w.intervals)}%) the refusing runner held idle or frozen containers (${fmt(w.meanIdle, 1)} on average)`,
+      );
+    }
+  }
+  const by = (p: PlacerName): PlacerResult => results.find((r) => r.placer === p)!;
+  const wait = by('wait');
+  say(`wait vs ch, p99: ${fmt(wait.p99)} vs ${fmt(by('ch').p99)} ms: ${wait.p99 < by('ch').p99 ? 'wait beats ch' : 'wait does NOT beat ch'}`);
+  say(`wait vs naive, containers started: ${wait.started} vs ${by('naive').started}: ${wait.started < by('naive').started ? 'wait beats naive' : 'wait does NOT beat naive'}`);
+  return results;
+}
+
 async function placers(): Promise<void> {
   note('building the probe image...');
   const image = await probeImage();
   const api = await fnts('api');
   try {
     const app = await json(`${api.url}/v2/apps`, { name: 'placers' });
-    const fnIds: string[] = [];
-    for (let i = 0; i < FNS; i++) {
-      const fn = await json(`${api.url}/v2/fns`, { app_id: app.id, name: `f${i}`, image, memory: 128, timeout: TIMEOUT_S, idle_timeout: IDLE_TIMEOUT_S });
-      if (!fn.id) throw new Error(`could not create fn f${i}: ${JSON.stringify(fn)}`);
-      fnIds.push(fn.id);
+    const runs: PlacerResult[][] = [];
+    for (let round = 0; round < REPEAT; round++) runs.push(await placerComparison(api.url, app.id, image, round));
+    if (REPEAT > 1) {
+      const of = (p: PlacerName, f: (r: PlacerResult) => number): number[] => runs.map((rs) => f(rs.find((r) => r.placer === p)!));
+      const p99 = { ch: of('ch', (r) => r.p99), wait: of('wait', (r) => r.p99) };
+      const started = { naive: of('naive', (r) => r.started), wait: of('wait', (r) => r.started) };
+      const p99Wins = p99.wait.filter((w, i) => w < p99.ch[i]!).length;
+      const startWins = started.wait.filter((w, i) => w < started.naive[i]!).length;
+      say('');
+      say(`== placers over ${REPEAT} comparisons (fresh fns each, so different homes)`);
+      say(`wait vs ch, p99: wait lower in ${p99Wins} of ${REPEAT}; medians ${fmt(median(p99.wait))} vs ${fmt(median(p99.ch))} ms (each: ${p99.wait.map((w, i) => `${fmt(w)}/${fmt(p99.ch[i]!)}`).join(', ')})`);
+      say(`wait vs naive, containers started: wait fewer in ${startWins} of ${REPEAT}; medians ${median(started.wait)} vs ${median(started.naive)}`);
     }
-    const plan = schedule();
-    const share = zipf(FNS, ZIPF_S);
-    const homes = Array.from({ length: RUNNERS }, () => ({ fns: 0, share: 0 }));
-    fnIds.forEach((id, i) => {
-      const h = homes[home(id, RUNNERS)]!;
-      h.fns++;
-      h.share += share[i]!;
-    });
-    const results: PlacerResult[] = [];
-    for (const placer of PLACERS) results.push(await placerRun(placer, api.url, fnIds, plan));
-
-    say('');
-    say(
-      `== placers: ${RUNNERS} pure runners with room for ${RUNNER_SLOTS} containers of 128 MB each; ${FNS} fns, Zipf s=${ZIPF_S} (the most popular ${fmt(100 * share[0]!)}% of calls), ` +
-        `20-50 ms each, idle_timeout ${IDLE_TIMEOUT_S} s; the same ${CALLS} calls (seed ${SEED}), ${CONCURRENCY} at a time`,
-    );
-    say(`ch homes (runner: fns, share of calls): ${homes.map((h, i) => `r${i}: ${h.fns} fns, ${fmt(100 * h.share)}%`).join('; ')}`);
-    say('placer  calls  started  warm hits  p50 ms  p99 ms  503s  other errors  seconds  per runner (calls/starts/refusals)');
-    for (const r of results) {
-      say(
-        `${r.placer.padEnd(6)}  ${String(r.calls).padStart(5)}  ${String(r.started).padStart(7)}  ${(fmt(100 * (1 - r.started / r.calls), 1) + '%').padStart(9)}  ${fmt(r.p50).padStart(6)}  ${fmt(r.p99).padStart(6)}  ` +
-          `${String(r.busy).padStart(4)}  ${(Object.entries(r.otherErrors).map(([st, n]) => `${n}x${st}`).join(',') || '0').padStart(12)}  ${fmt(r.seconds, 1).padStart(7)}  ${r.perRunner.map((x) => `${x.calls}/${x.starts}/${x.refused}`).join('  ')}` +
-          (r.startedByMetrics !== r.started ? `  (runners counted ${r.startedByMetrics} starts)` : ''),
-      );
-    }
-    for (const r of results) {
-      const w = r.idleWhileRefusing;
-      if (w.intervals > 0) {
-        say(
-          `${r.placer}: runners refused calls in ${w.intervals} intervals of ${SAMPLE_MS} ms; at the end of ${w.withIdle} of them (${fmt((100 * w.withIdle) / w.intervals)}%) the refusing runner held idle or frozen containers (${fmt(w.meanIdle, 1)} on average)`,
-        );
-      }
-    }
-    const by = (p: PlacerName): PlacerResult => results.find((r) => r.placer === p)!;
-    const wait = by('wait');
-    say(`wait vs ch, p99: ${fmt(wait.p99)} vs ${fmt(by('ch').p99)} ms: ${wait.p99 < by('ch').p99 ? 'wait beats ch' : 'wait does NOT beat ch'}`);
-    say(`wait vs naive, containers started: ${wait.started} vs ${by('naive').started}: ${wait.started < by('naive').started ? 'wait beats naive' : 'wait does NOT beat naive'}`);
   } finally {
     await stop(api);
   }

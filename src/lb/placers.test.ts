@@ -243,6 +243,23 @@ describe('WaitPlacer', () => {
     }
   });
 
+  it('keeps a fn at a home that refused it while its calls ran there a moment ago (its containers are busy, not gone), and moves it once they are not recent', () => {
+    const { clock, runners, placer, home, at } = setup();
+    placer.report(fnId, home, { kind: 'ran', waitMs: 0 });
+    clock.t += 500;
+    placer.report(fnId, home, { kind: 'refused' });
+    expect(placer.order(fnId, runners)[0]).toBe(home);
+    // Nothing ran there for a while: a refusal now says the fn has no container there.
+    clock.t += 5000;
+    placer.report(fnId, home, { kind: 'refused' });
+    expect(placer.order(fnId, runners)).toEqual([at(1), at(2), home]);
+    // A failure (the runner unreachable) always counts.
+    const other = setup();
+    other.placer.report(fnId, other.home, { kind: 'ran', waitMs: 0 });
+    other.placer.report(fnId, other.home, { kind: 'failed' });
+    expect(other.placer.order(fnId, other.runners)[0]).toBe(other.at(1));
+  });
+
   it('passes over every runner with long waits, trying the calmest part of the ring first', () => {
     const { runners, placer, home, at } = setup(4);
     placer.report(fnId, home, { kind: 'ran', waitMs: 5000 });

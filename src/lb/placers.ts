@@ -207,7 +207,19 @@ interface WaitEntry {
   wait: number;
   /** When `wait` was last set (the `now` clock). */
   at: number;
+  /** When a call of the fn last ran there (-Infinity: never, as far as this LB knows). */
+  ranAt: number;
 }
+
+/**
+ * A refusal from a runner where the fn ran this recently (ms) says its
+ * containers there are busy, not that it is cold there: one is free within
+ * a call's time, and the LB's wait line sends the call back when it is. So
+ * no penalty: moving the fn's next calls elsewhere would start containers
+ * for it there (measured: bench/fleet.mts, wait started 44-47 containers to
+ * ch's 29-30 while it did).
+ */
+const WARM_REFUSAL_MS = 2000;
 
 /** Reports between two sweeps for forgotten entries. */
 const SWEEP_EVERY = 1024;
@@ -228,7 +240,9 @@ const SWEEP_EVERY = 1024;
  *   full right now, not that the fn is slow there, so with the default
  *   half-life its calls return about 1.4 s later rather than 10 s): the
  *   next calls prefer another runner. It comes back down as calls report
- *   low waits there, or as time passes (decayHalfLifeMs).
+ *   low waits there, or as time passes (decayHalfLifeMs). A refusal from a
+ *   runner where the fn ran in the last WARM_REFUSAL_MS costs nothing: its
+ *   containers there are busy, and one is free within a call's time.
  *
  * A round walks the ring of runners from the fn's consistent-hash home (the
  * same home as `ch`) and puts each up runner either in the front part, in
@@ -335,7 +349,7 @@ export class WaitPlacer implements Placer {
     let entry = byRunner.get(runner.address);
     const known = entry !== undefined && now - entry.at < this.forgetAfterMs;
     if (entry === undefined) {
-      entry = { wait: 0, at: now };
+      entry = { wait: 0, at: now, ranAt: -Infinity };
       byRunner.set(runner.address, entry);
       this.entries++;
     }
@@ -346,10 +360,12 @@ export class WaitPlacer implements Placer {
       if (startMs !== undefined) this.coldMs += this.alpha * (startMs - this.coldMs);
       const wait = Math.max(0, (nonNegative(report.waitMs) ?? 0) - (startMs ?? 0));
       entry.wait = known ? previous + this.alpha * (wait - previous) : wait;
-    } else {
+      entry.ranAt = now;
+      entry.at = now;
+    } else if (report.kind === 'failed' || now - entry.ranAt >= WARM_REFUSAL_MS) {
       entry.wait = Math.max(previous, (report.kind === 'refused' ? 1.1 : 2) * this.coldMs);
+      entry.at = now;
     }
-    entry.at = now;
 
     if (++this.reportsSinceSweep >= SWEEP_EVERY) this.sweep(now);
     if (this.entries > this.maxEntries) {
