@@ -260,6 +260,11 @@ export class Agent implements Invoker, PoolHost {
     this.evictor.evict(request, true).catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
   }
 
+  /** How long until room could be made for a call of `call`'s fn here (see Evictor.roomIn); undefined: not from idle containers. */
+  roomIn(call: Call): number | undefined {
+    return this.evictor.roomIn(functionSpec(call.fn, call.type).request);
+  }
+
   dropped(pool: SlotPool): void {
     if (this.pools.get(pool.key) === pool) this.pools.delete(pool.key);
   }

@@ -104,6 +104,28 @@ export class Evictor {
     }
   }
 
+  /**
+   * How long (ms) until an eager eviction (see evict) could free room for
+   * `req`: 0 when there is room or it could be made now; undefined when the
+   * idle containers of other fns would not free enough (room then waits on
+   * busy containers, which nobody can time).
+   */
+  roomIn(req: ResourceRequest): number | undefined {
+    const need = this.o.resources.shortfall(req);
+    if (!need || (need.memoryBytes <= 0 && need.cpuMillis <= 0)) return 0;
+    const now = this.o.clock.now();
+    let memory = 0;
+    let cpu = 0;
+    const idle = [...this.o.candidates()].sort((a, b) => a.idleSince - b.idleSince);
+    for (const c of idle) {
+      memory += c.spec.memoryMB * 1024 * 1024;
+      cpu += c.spec.cpuMillis;
+      // The least recently used go first: room is there once this one is eligible.
+      if (memory >= need.memoryBytes && cpu >= need.cpuMillis) return Math.max(0, c.idleSince + this.o.ejectIdleMs - now);
+    }
+    return undefined;
+  }
+
   close(): void {
     this.stopped = true;
     this.timer?.clear();

@@ -49,6 +49,12 @@ export interface Invoker {
   /** Makes room now for a call of `call`'s fn, when it keeps containers (the agent); see Agent.makeRoom. */
   makeRoom?(call: Call): void;
   /**
+   * How long (ms) until room could be made for a call of `call`'s fn here
+   * by evicting idle containers (0: now); undefined when that would not be
+   * enough, or when the invoker keeps no containers.
+   */
+  roomIn?(call: Call): number | undefined;
+  /**
    * Cuts every call in progress now (they answer 503 Service is shutting
    * down), so that close() completes without waiting for functions.
    */

@@ -21,12 +21,17 @@ import { PassThrough } from 'node:stream';
 import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
-import { LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
+import { LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, roomFromRefusal, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
 import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MessageReader, STATUS_PATH } from '../runner/wire.js';
 import { H2Channel, type ChannelTls } from './channel.js';
 
 export type Attempt =
-  | { readonly kind: 'refused'; readonly reason: string }
+  | {
+      readonly kind: 'refused';
+      readonly reason: string;
+      /** fnts runners say how long until they could make room for the call (ms); undefined: unknown. */
+      readonly roomMs?: number | undefined;
+    }
   | { readonly kind: 'failed'; readonly reason: string }
   | {
       readonly kind: 'committed';
@@ -229,7 +234,7 @@ export class RunnerClient {
           settleFinished(f);
           if (!decided && !resultStart && !f.success && f.errorCode === 503 && f.startedAt === '') {
             decided = true;
-            resolve({ kind: 'refused', reason: f.errorStr || 'runner too busy' });
+            resolve({ kind: 'refused', reason: f.errorStr || 'runner too busy', roomMs: roomFromRefusal(f) });
             return;
           }
           commit();

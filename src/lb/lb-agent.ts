@@ -231,7 +231,7 @@ export class LbAgent implements Invoker {
           runner.failed();
           this.log.warn({ runner: runner.address, reason: attempt.reason }, 'runner unreachable: held down, its calls go to the others');
         } else runner.reached();
-        this.o.placer.report(call.fn.fnId, runner, { kind: attempt.kind });
+        this.o.placer.report(call.fn.fnId, runner, attempt.kind === 'refused' ? { kind: 'refused', roomMs: attempt.roomMs } : { kind: 'failed' });
       }
       if (performance.now() + pause > deadline) {
         this.tell((l) => l.onUnplaced?.(call.fn.fnId));

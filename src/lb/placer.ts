@@ -27,8 +27,13 @@ export interface RunnerView {
 
 /** How one attempt to place a call on a runner went. */
 export type AttemptReport =
-  /** The runner refused it before running it (503: no capacity, or draining). */
-  | { readonly kind: 'refused' }
+  /**
+   * The runner refused it before running it (503: no capacity, or draining).
+   * `roomMs`: how long until it could make room for the call, when it said
+   * (fnts runners do: evicting idle containers of other fns once they are
+   * idle FN_EJECT_IDLE_MSECS).
+   */
+  | { readonly kind: 'refused'; readonly roomMs?: number | undefined }
   /** The runner could not be reached, or the stream broke before the call was committed. */
   | { readonly kind: 'failed' }
   /**

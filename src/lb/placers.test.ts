@@ -260,12 +260,26 @@ describe('WaitPlacer', () => {
     expect(other.placer.order(fnId, other.runners)[0]).toBe(other.at(1));
   });
 
-  it('passes over every runner with long waits, trying the calmest part of the ring first', () => {
+  it('passes over every runner with long waits, trying the calm ones first and then the soonest expected wait', () => {
     const { runners, placer, home, at } = setup(4);
     placer.report(fnId, home, { kind: 'ran', waitMs: 5000 });
     placer.report(fnId, at(1), { kind: 'refused' });
-    placer.report(fnId, at(3), { kind: 'ran', waitMs: 5000 });
-    expect(placer.order(fnId, runners)).toEqual([at(2), home, at(1), at(3)]);
+    placer.report(fnId, at(3), { kind: 'ran', waitMs: 4000 });
+    expect(placer.order(fnId, runners)).toEqual([at(2), at(1), at(3), home]);
+  });
+
+  it('offers a call every runner refused first where the runners said room comes soonest', () => {
+    const { runners, placer, home, at } = setup(3, { coldStartMs: 300 });
+    placer.report(fnId, home, { kind: 'refused', roomMs: 900 });
+    placer.report(fnId, at(1), { kind: 'refused', roomMs: 150 });
+    placer.report(fnId, at(2), { kind: 'refused' });
+    // at(1): 150 + 300; at(2): unknown, 1.1 x 300; the home: 900 + 300.
+    expect(placer.order(fnId, runners)).toEqual([at(2), at(1), home]);
+    placer.report(fnId, at(2), { kind: 'refused', roomMs: 1 });
+    // Room now (then a start): the soonest.
+    expect(placer.order(fnId, runners)).toEqual([at(2), at(1), home]);
+    placer.report(fnId, at(2), { kind: 'refused', roomMs: 2000 });
+    expect(placer.order(fnId, runners)).toEqual([at(1), home, at(2)]);
   });
 
   it('forgets pairs not reported for 10 minutes and keeps at most maxEntries', () => {

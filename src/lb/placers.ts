@@ -242,12 +242,16 @@ const SWEEP_EVERY = 1024;
  *   next calls prefer another runner. It comes back down as calls report
  *   low waits there, or as time passes (decayHalfLifeMs). A refusal from a
  *   runner where the fn ran in the last WARM_REFUSAL_MS costs nothing: its
- *   containers there are busy, and one is free within a call's time.
+ *   containers there are busy, and one is free within a call's time. A
+ *   refusal that says when the runner could make room (fnts runners do)
+ *   sets the expected wait to that time plus a cold start.
  *
  * A round walks the ring of runners from the fn's consistent-hash home (the
  * same home as `ch`) and puts each up runner either in the front part, in
- * ring order, or, when it is passed over, in the back part, also in ring
- * order. A runner is passed over when
+ * ring order, or, when it is passed over, in the back part, soonest
+ * expected wait first (so a call every runner refused is offered first,
+ * and the LB asks to make room, where room comes soonest). A runner is
+ * passed over when
  * - its expected wait for this fn exceeds the cold start cost, or
  * - its inFlight exceeds max(1, ceil((1 + epsilon) * mean inFlight)):
  *   consistent hashing with bounded load, so a hot fn's home is not buried.
@@ -314,10 +318,10 @@ export class WaitPlacer implements Placer {
     const now = byRunner === undefined ? 0 : this.now();
     const cold = this.coldMs;
 
-    // Front part from the start, passed-over part from the end (reversed, put right below).
+    // Front part in ring order; the passed-over part after it, soonest expected wait first (ring order among equals).
     const out = new Array<RunnerView>(up);
     let front = 0;
-    let back = up;
+    let passed: Array<{ r: RunnerView; wait: number }> | undefined;
     const key = this.keys.get(fnId);
     let i = jumpHash(key.hi, key.lo, n);
     for (let step = 0; step < n; step++) {
@@ -325,13 +329,13 @@ export class WaitPlacer implements Placer {
       if (++i === n) i = 0;
       if (!r.up) continue;
       const entry = byRunner?.get(r.address);
-      if (r.inFlight > bound || (entry !== undefined && this.expected(entry, now) > cold)) out[--back] = r;
+      const wait = entry === undefined ? 0 : this.expected(entry, now);
+      if (r.inFlight > bound || wait > cold) (passed ??= []).push({ r, wait });
       else out[front++] = r;
     }
-    for (let a = front, b = up - 1; a < b; a++, b--) {
-      const t = out[a]!;
-      out[a] = out[b]!;
-      out[b] = t;
+    if (passed) {
+      passed.sort((a, b) => a.wait - b.wait);
+      for (const p of passed) out[front++] = p.r;
     }
     return out;
   }
@@ -362,8 +366,13 @@ export class WaitPlacer implements Placer {
       entry.wait = known ? previous + this.alpha * (wait - previous) : wait;
       entry.ranAt = now;
       entry.at = now;
-    } else if (report.kind === 'failed' || now - entry.ranAt >= WARM_REFUSAL_MS) {
-      entry.wait = Math.max(previous, (report.kind === 'refused' ? 1.1 : 2) * this.coldMs);
+    } else if (report.kind === 'failed') {
+      entry.wait = Math.max(previous, 2 * this.coldMs);
+      entry.at = now;
+    } else if (now - entry.ranAt >= WARM_REFUSAL_MS) {
+      // The runner's own word on when it could make room, and a start then; else just above a start.
+      const roomMs = nonNegative(report.roomMs);
+      entry.wait = roomMs !== undefined ? roomMs + this.coldMs : Math.max(previous, 1.1 * this.coldMs);
       entry.at = now;
     }
 

@@ -154,8 +154,12 @@ export function finishedMessage(outcome: CallOutcome, image: string, success: bo
   };
 }
 
-/** A CallFinished that refuses a call it never started: Fn's NACK, which an LB may place elsewhere. */
-export function refusalMessage(callId: string, status: number, message: string): CallFinishedMsg {
+/**
+ * A CallFinished that refuses a call it never started: Fn's NACK, which an
+ * LB may place elsewhere. `roomMs`: fnts's extension, how long until this
+ * runner could make room for the call (see roomFromRefusal).
+ */
+export function refusalMessage(callId: string, status: number, message: string, roomMs?: number): CallFinishedMsg {
   return {
     success: false,
     details: callId,
@@ -164,7 +168,7 @@ export function refusalMessage(callId: string, status: number, message: string):
     createdAt: new Date().toISOString(),
     startedAt: '',
     completedAt: '',
-    schedulerDuration: 0,
+    schedulerDuration: roomMs === undefined ? 0 : Math.round(Math.max(1, roomMs) * NS_PER_MS),
     executionDuration: 0,
     errorUser: false,
     image: '',
@@ -173,6 +177,16 @@ export function refusalMessage(callId: string, status: number, message: string):
     ctrCreateDuration: 0,
     initStartTime: 0,
   };
+}
+
+/**
+ * What a refusal says of room on its runner: an fnts runner puts in its
+ * schedulerDuration (a call's wait for a container, which a refused call
+ * did not have) how long until it could make room for the call by evicting
+ * idle containers, at least 1 ms; Fn's runners send 0: unknown.
+ */
+export function roomFromRefusal(f: CallFinishedMsg): number | undefined {
+  return f.schedulerDuration > 0 ? f.schedulerDuration / NS_PER_MS : undefined;
 }
 
 export function nsToMs(ns: number): number {

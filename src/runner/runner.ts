@@ -264,9 +264,9 @@ export class RunnerServer {
     } catch (err) {
       const outcome = await running.outcome;
       if (outcome.startedAt === undefined && outcome.httpStatus === 503) {
-        // Never ran: the LB may place it elsewhere.
+        // Never ran: the LB may place it elsewhere (told when this runner could make room for it).
         this.counted('refused');
-        this.finish(stream, [], refusalMessage(call.id, 503, err instanceof Error ? err.message : String(err)));
+        this.finish(stream, [], refusalMessage(call.id, 503, err instanceof Error ? err.message : String(err), this.o.invoker.roomIn?.(call)));
         return;
       }
       this.counted('handled');
