@@ -199,7 +199,6 @@ export interface GrpcServerOptions {
 export class GrpcH2Server {
   private readonly server: Http2Server;
   private readonly sessions = new Set<Http2Session>();
-  private readonly calls = new Set<GrpcServerCall>();
 
   constructor(private readonly o: GrpcServerOptions) {
     // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, base64), and for many calls' frames at once.
@@ -263,11 +262,6 @@ export class GrpcH2Server {
     });
   }
 
-  /** Calls not ended yet. */
-  get inFlight(): ReadonlySet<GrpcServerCall> {
-    return this.calls;
-  }
-
   private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     stream.on('error', () => undefined);
     const path = headers[h2.HTTP2_HEADER_PATH];
@@ -286,9 +280,6 @@ export class GrpcH2Server {
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED), 'grpc-message': encodeGrpcMessage(`grpc-encoding ${encoding} is not supported`), 'grpc-accept-encoding': 'identity' }, { endStream: true });
       return;
     }
-    const call = new GrpcServerCall(stream, headers, this.o.maxMessageBytes);
-    this.calls.add(call);
-    stream.once('close', () => this.calls.delete(call));
-    method(call);
+    method(new GrpcServerCall(stream, headers, this.o.maxMessageBytes));
   }
 }
