@@ -294,4 +294,24 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(text(await call(b, 'room'))).toBe('{"got":"room"}');
   });
+
+  it('on a runner, says when it could make room for a refused call: once enough idle containers of other fns pass FN_EJECT_IDLE_MSECS', async () => {
+    const clock = new ManualClock();
+    const { driver, agent, spec, call } = setup({ slow: sleepy(200), echo }, { ejectIdleMs: 1000, nonBlockingResources: true }, 1000, clock);
+    const a = spec('slow', { memory: 600 });
+    const b = spec('echo', { memory: 600 });
+    const asking = { id: 'ask', type: 'sync' as const, fn: b, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: [], createdAt: Date.now() };
+    // Room now: nothing to wait for.
+    expect(agent.roomIn(asking)).toBe(0);
+    // The only container is busy: nobody can say when it frees.
+    const busy = call(a);
+    await until(() => driver.live().length === 1);
+    expect(agent.roomIn(asking)).toBeUndefined();
+    await busy;
+    // Idle now: it can go once idle FN_EJECT_IDLE_MSECS.
+    clock.advance(300);
+    expect(agent.roomIn(asking)).toBe(700);
+    clock.advance(900);
+    expect(agent.roomIn(asking)).toBe(0);
+  });
 });

@@ -2,14 +2,19 @@ import { loadSync } from '@grpc/proto-loader';
 import * as grpc from '@grpc/grpc-js';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { RunnerMsg } from './protocol.js';
-import { decodeRunnerMsg, encodeClientMsg, grpcMessage, grpcTimeout, MessageReader } from './wire.js';
+import { refusalMessage, roomFromRefusal, type RunnerMsg } from './protocol.js';
+import { decodeRunnerMsg, encodeClientMsg, encodeRunnerMsg, grpcMessage, grpcTimeout, MessageReader } from './wire.js';
 
 /** grpc-js's own serializers for the same proto, with the options the runner's server uses. */
 function grpcJsMethods(): { engage: grpc.MethodDefinition<object, object> } {
   const def = loadSync(fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url)), { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
   const service = (grpc.loadPackageDefinition(def) as unknown as { RunnerProtocol: { service: grpc.ServiceDefinition } }).RunnerProtocol.service;
   return { engage: service['Engage'] as grpc.MethodDefinition<object, object> };
+}
+
+/** A RunnerMsg as a runner sends it (unframed bytes, as decodeRunnerMsg takes them). */
+function runnerBytes(msg: RunnerMsg): Buffer {
+  return encodeRunnerMsg(msg).subarray(5);
 }
 
 describe('the runner protocol on the wire', () => {
@@ -33,6 +38,13 @@ describe('the runner protocol on the wire', () => {
     expect(back).toEqual(engage.responseDeserialize(engage.responseSerialize(sent)));
     expect(back.finished?.schedulerDuration).toBe(12_000_000_000);
     expect(back.body).toBe('finished');
+  });
+
+  it("carries a refusal's room estimate in schedulerDuration, at least 1 ms, and reads Fn's 0 as unknown", () => {
+    const over = (m: RunnerMsg) => decodeRunnerMsg(runnerBytes(m)).finished!;
+    expect(roomFromRefusal(over({ finished: refusalMessage('id', 503, 'busy', 250) }))).toBe(250);
+    expect(roomFromRefusal(over({ finished: refusalMessage('id', 503, 'busy', 0) }))).toBe(1);
+    expect(roomFromRefusal(over({ finished: refusalMessage('id', 503, 'busy') }))).toBeUndefined();
   });
 
   it('refuses a message above the limit and a compressed one', () => {
