@@ -39,18 +39,17 @@ function safely(write: () => void): void {
 }
 
 /**
- * One call to a method: the request's messages come to `onMessage` (the
- * bytes of each, unframed), the answer goes out with `respond`, `write`,
- * `end` or `fail`.
+ * One call to a method: the request's messages are read with `receive`
+ * (the bytes of each, unframed), the answer goes out with `respond`,
+ * `write`, `end` or `fail`.
  */
 export class GrpcServerCall {
   private responded = false;
   private ended = false;
+  private isCancelled = false;
   private cancelListeners: Array<() => void> = [];
   private trailers: Record<string, string> = {};
   private deadline: NodeJS.Timeout | undefined;
-  /** True once the client cancelled, the stream broke, or the deadline passed. */
-  cancelled = false;
 
   constructor(
     readonly stream: ServerHttp2Stream,
@@ -90,17 +89,22 @@ export class GrpcServerCall {
         this.fail(GrpcStatus.RESOURCE_EXHAUSTED, err instanceof Error ? err.message : String(err));
         return;
       }
-      for (const m of messages) if (!this.ended) onMessage(m);
+      for (const m of messages) if (!this.ended) this.guarded(() => onMessage(m));
     });
     this.stream.once('end', () => {
       if (reader.partial > 0) this.fail(GrpcStatus.INTERNAL, 'the request ended inside a message');
-      else onEnd();
+      else this.guarded(onEnd);
     });
+  }
+
+  /** True once the client cancelled, the stream broke, or the deadline passed. */
+  get cancelled(): boolean {
+    return this.isCancelled;
   }
 
   /** Runs `fn` once when the call is cancelled (at once if it already was). */
   onCancel(fn: () => void): void {
-    if (this.cancelled) fn();
+    if (this.isCancelled) fn();
     else this.cancelListeners.push(fn);
   }
 
@@ -162,9 +166,18 @@ export class GrpcServerCall {
     }
   }
 
+  /** Runs a handler's listener: one that throws fails its call (INTERNAL) rather than the server. */
+  private guarded(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.fail(GrpcStatus.INTERNAL, err instanceof Error ? err.message : String(err));
+    }
+  }
+
   private cancel(): void {
-    if (this.cancelled) return;
-    this.cancelled = true;
+    if (this.isCancelled) return;
+    this.isCancelled = true;
     const listeners = this.cancelListeners;
     this.cancelListeners = [];
     for (const fn of listeners) fn();
@@ -280,6 +293,11 @@ export class GrpcH2Server {
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED), 'grpc-message': encodeGrpcMessage(`grpc-encoding ${encoding} is not supported`), 'grpc-accept-encoding': 'identity' }, { endStream: true });
       return;
     }
-    method(new GrpcServerCall(stream, headers, this.o.maxMessageBytes));
+    const call = new GrpcServerCall(stream, headers, this.o.maxMessageBytes);
+    try {
+      method(call);
+    } catch (err) {
+      call.fail(GrpcStatus.INTERNAL, err instanceof Error ? err.message : String(err));
+    }
   }
 }
