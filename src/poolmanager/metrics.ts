@@ -17,9 +17,12 @@ import { RUNNER_STATES, type PoolEvents, type PoolManager } from './manager.js';
 export class PoolMetrics implements PoolEvents {
   private readonly provisioned: Counter<'group'>;
   private readonly removed: Counter<'group'>;
+  /** The manager whose runners the gauges show (set by watch: the manager takes these metrics as its events, so it comes after them). */
+  private manager: Pick<PoolManager, 'view'> | undefined;
 
-  constructor(registry: Registry, view: () => Pick<PoolManager, 'view'> | undefined, book: CapacityBook) {
+  constructor(registry: Registry, book: CapacityBook) {
     const registers = [registry];
+    const view = (): ReturnType<PoolManager['view']> => this.manager?.view() ?? [];
     this.provisioned = new Counter({ name: 'fnts_pool_provisioned_total', help: 'Runners the pool manager asked the control plane for', labelNames: ['group'], registers });
     this.removed = new Counter({ name: 'fnts_pool_removed_total', help: 'Runners the pool manager removed through the control plane', labelNames: ['group'], registers });
     new Gauge({
@@ -29,7 +32,7 @@ export class PoolMetrics implements PoolEvents {
       registers,
       collect() {
         this.reset();
-        for (const g of view()?.view() ?? []) {
+        for (const g of view()) {
           for (const state of RUNNER_STATES) this.set({ group: g.group, state }, g.runners.filter((r) => r.state === state).length);
         }
       },
@@ -40,7 +43,7 @@ export class PoolMetrics implements PoolEvents {
       labelNames: ['group'],
       registers,
       collect() {
-        for (const g of view()?.view() ?? []) this.set({ group: g.group }, g.target);
+        for (const g of view()) this.set({ group: g.group }, g.target);
       },
     });
     new Gauge({
@@ -49,7 +52,7 @@ export class PoolMetrics implements PoolEvents {
       labelNames: ['group'],
       registers,
       collect() {
-        for (const g of view()?.view() ?? []) this.set({ group: g.group }, g.demandMb);
+        for (const g of view()) this.set({ group: g.group }, g.demandMb);
       },
     });
     new Gauge({
@@ -60,6 +63,11 @@ export class PoolMetrics implements PoolEvents {
         this.set(book.lbs().length);
       },
     });
+  }
+
+  /** Shows `manager`'s runners, targets and demand in the gauges. */
+  watch(manager: Pick<PoolManager, 'view'>): void {
+    this.manager = manager;
   }
 
   onProvisioned(group: string, n: number): void {

@@ -291,9 +291,8 @@ const ROLES: Record<NodeType, Wiring> = {
     const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag);
     const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
     const status = new RunnerStatus(fleetTls(config));
-    let manager: PoolManager | undefined;
-    const events = metrics ? new PoolMetrics(metrics.registry, () => manager, book) : undefined;
-    manager = new PoolManager({
+    const events = metrics ? new PoolMetrics(metrics.registry, book) : undefined;
+    const manager = new PoolManager({
       plane,
       book,
       predictor: PREDICTORS[pool.predictor],
@@ -310,6 +309,7 @@ const ROLES: Record<NodeType, Wiring> = {
       startTimeoutMs: pool.startTimeoutMs,
       ...(events ? { events } : {}),
     });
+    events?.watch(manager);
     const credentials = serverCredentials(config);
     const server = new PoolManagerServer({ manager, book, log, ...(credentials ? { credentials } : {}) });
     let grpcPort: number;
@@ -319,14 +319,13 @@ const ROLES: Record<NodeType, Wiring> = {
       await plane.close();
       throw err;
     }
-    const started = manager;
-    started.start();
+    manager.start();
     logger.info({ grpcPort, controlPlane: plane.kind, predictor: pool.predictor, runners: [pool.minRunners, pool.maxRunners] }, `pool manager serving on :${grpcPort}`);
     return {
       grpcPort,
       async stop() {
         await server.close();
-        await started.close();
+        await manager.close();
         status.close();
         await plane.close();
       },
