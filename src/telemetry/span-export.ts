@@ -105,10 +105,14 @@ const { randomFillSync } = require('node:crypto');
 // Span ids from a pool of random bytes (one draw per 512 ids, not one per id).
 const pool = Buffer.allocUnsafe(4096);
 let at = pool.length;
+// (The call path's ids come from agent/spans.ts's pool; this program cannot import it.) All zeros is W3C's "invalid": drawn again.
 function newId() {
-  if (at + 8 > pool.length) { randomFillSync(pool); at = 0; }
-  at += 8;
-  return pool.toString('hex', at - 8, at);
+  for (;;) {
+    if (at + 8 > pool.length) { randomFillSync(pool); at = 0; }
+    at += 8;
+    const id = pool.toString('hex', at - 8, at);
+    if (id !== '0000000000000000') return id;
+  }
 }
 const { OTLPTraceExporter } = require(workerData.exporter);
 const { resourceFromAttributes } = require(workerData.resources);
