@@ -29,7 +29,12 @@
  * ids, so the consistent-hash homes fall differently: one comparison's p99
  * depends much on them), and sums up how often wait won.
  *
- * FLEET_PART=1 or 2 runs one part alone.
+ * 3. For reference, Fn's own LB path against Fn's full node (the Fn
+ *    Project's server, ../shared/bin/fnserver), measured as in part 1; the
+ *    ratios are printed beside fnts's from part 1. Skipped where ../shared
+ *    is absent.
+ *
+ * FLEET_PART=1, 2 or 3 runs one part alone; FLEET_PART=1,3 those two.
  *
  * Every process and container this run started is removed at the end, on
  * failure and on Ctrl-C (containers carry this run's FN_CONTAINER_LABEL_TAG).
@@ -44,6 +49,7 @@ import { probeImage } from '../test/support/functions.js';
 import { seededRandom } from '../test/support/random.js';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
+import { FNSERVER, fnServerPresent, removeFnContainers, startFnServer, type FnServer } from '../test/support/fnserver.js';
 import { cannon, fmt, json, median, quantile, type Figures } from './measure.mjs';
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -150,7 +156,51 @@ interface Side {
   c16: Figures[];
 }
 
-async function lbVersusFull(): Promise<void> {
+/** LB/full throughput at 1 and 16 connections, and the LB's p99 at 16 (ms), as part 1 or 3 measured them. */
+interface PathRatios {
+  c1: number;
+  c16: number;
+  p99c16: number;
+}
+
+/**
+ * `targets` (a full node, and an LB path) measured in turns: warm-up, then
+ * ROUNDS rounds of SECONDS at 1 and 16 connections each, in alternating
+ * order. Answers the medians per side and connection count.
+ */
+async function inTurns(targets: Record<'full' | 'lb', { url: string; pids: number[] }>): Promise<Record<'full' | 'lb', Side>> {
+  note('warm-up: 3 s at 1 and at 16 connections on each...');
+  for (const t of Object.values(targets)) {
+    await cannon({ url: t.url, body: HELLO_BODY, connections: 1, seconds: 3 });
+    await cannon({ url: t.url, body: HELLO_BODY, connections: 16, seconds: 3 });
+  }
+  const sides: Record<'full' | 'lb', Side> = { full: { c1: [], c16: [] }, lb: { c1: [], c16: [] } };
+  for (let r = 0; r < ROUNDS; r++) {
+    const order = r % 2 === 0 ? (['full', 'lb'] as const) : (['lb', 'full'] as const);
+    for (const connections of [1, 16] as const) {
+      for (const which of order) {
+        note(`round ${r + 1}/${ROUNDS}: ${which}, ${connections} connection(s), ${SECONDS} s...`);
+        const f = await cannon({ url: targets[which].url, body: HELLO_BODY, connections, seconds: SECONDS, pids: targets[which].pids });
+        (connections === 1 ? sides[which].c1 : sides[which].c16).push(f);
+      }
+    }
+  }
+  return sides;
+}
+
+function mid(fs: Figures[]): Figures {
+  return {
+    rps: median(fs.map((f) => f.rps)),
+    p50: median(fs.map((f) => f.p50)),
+    p99: median(fs.map((f) => f.p99)),
+    errors: fs.reduce((n, f) => n + f.errors, 0),
+    non2xx: fs.reduce((n, f) => n + f.non2xx, 0),
+    cpuUs: median(fs.map((f) => f.cpuUs ?? NaN)),
+    cpuUsEach: fs[0]!.cpuUsEach!.map((_, i) => median(fs.map((f) => f.cpuUsEach![i]!))),
+  };
+}
+
+async function lbVersusFull(): Promise<PathRatios> {
   note('building the hello image...');
   const image = await ensureFunctionImage('hello', HELLO_FUNC_JS);
   note('starting a full node, an API node, a pure runner and an LB...');
@@ -163,31 +213,7 @@ async function lbVersusFull(): Promise<void> {
       full: { url: `${full.url}/invoke/${fullFn.id}`, pids: [full.proc.pid!] },
       lb: { url: `${lb.url}/invoke/${apiFn.id}`, pids: [lb.proc.pid!, runner.proc.pid!, api.proc.pid!] },
     };
-    note('warm-up: 3 s at 1 and at 16 connections on each...');
-    for (const t of Object.values(targets)) {
-      await cannon({ url: t.url, body: HELLO_BODY, connections: 1, seconds: 3 });
-      await cannon({ url: t.url, body: HELLO_BODY, connections: 16, seconds: 3 });
-    }
-    const sides: Record<'full' | 'lb', Side> = { full: { c1: [], c16: [] }, lb: { c1: [], c16: [] } };
-    for (let r = 0; r < ROUNDS; r++) {
-      const order = r % 2 === 0 ? (['full', 'lb'] as const) : (['lb', 'full'] as const);
-      for (const connections of [1, 16] as const) {
-        for (const which of order) {
-          note(`round ${r + 1}/${ROUNDS}: ${which}, ${connections} connection(s), ${SECONDS} s...`);
-          const f = await cannon({ url: targets[which].url, body: HELLO_BODY, connections, seconds: SECONDS, pids: targets[which].pids });
-          (connections === 1 ? sides[which].c1 : sides[which].c16).push(f);
-        }
-      }
-    }
-    const mid = (fs: Figures[]): Figures => ({
-      rps: median(fs.map((f) => f.rps)),
-      p50: median(fs.map((f) => f.p50)),
-      p99: median(fs.map((f) => f.p99)),
-      errors: fs.reduce((n, f) => n + f.errors, 0),
-      non2xx: fs.reduce((n, f) => n + f.non2xx, 0),
-      cpuUs: median(fs.map((f) => f.cpuUs ?? NaN)),
-      cpuUsEach: fs[0]!.cpuUsEach!.map((_, i) => median(fs.map((f) => f.cpuUsEach![i]!))),
-    });
+    const sides = await inTurns(targets);
     const containers = async (fnId: string): Promise<number> => (await docker().listContainers({ all: true, filters: { label: [`fnts.fn_id=${fnId}`] } })).length;
     const fig = { full: { c1: mid(sides.full.c1), c16: mid(sides.full.c16) }, lb: { c1: mid(sides.lb.c1), c16: mid(sides.lb.c16) } };
     const line = (label: string, c: string, f: Figures): void => {
@@ -204,8 +230,58 @@ async function lbVersusFull(): Promise<void> {
     say(`LB/full at  1 conn: ${fmt(ratio1, 2)} (goal >= 0.7: ${ratio1 >= 0.7 ? 'met' : 'NOT met'})`);
     say(`LB/full at 16 conn: ${fmt(fig.lb.c16.rps / fig.full.c16.rps, 2)}`);
     say(`LB p99 at 16 conn: ${fig.lb.c16.p99} ms (goal < 30 ms: ${fig.lb.c16.p99 < 30 ? 'met' : 'NOT met'})`);
+    return { c1: ratio1, c16: fig.lb.c16.rps / fig.full.c16.rps, p99c16: fig.lb.c16.p99 };
   } finally {
     await stop(lb, runner, api, full);
+  }
+}
+
+// ------------------------------------- part 3: Fn's own LB path, for reference
+
+/**
+ * The same measure for the Fn Project's own server (../shared/bin/fnserver):
+ * Fn's full node against Fn's LB + one Fn pure runner + Fn's API node, the
+ * same function and load, in turns. Skipped where ../shared is absent.
+ */
+async function fnReference(fnts: PathRatios | undefined): Promise<void> {
+  if (!fnServerPresent()) {
+    note(`part 3 skipped: Fn's server is not at ${FNSERVER} (a fresh clone has no ../shared)`);
+    return;
+  }
+  const image = await ensureFunctionImage('hello', HELLO_FUNC_JS);
+  note("starting Fn's full node, API node, pure runner and LB...");
+  const tag = `${TAG}-fn`;
+  const servers: FnServer[] = [];
+  const fn = async (...args: Parameters<typeof startFnServer>): Promise<FnServer> => {
+    const s = await startFnServer(...args);
+    servers.push(s);
+    return s;
+  };
+  try {
+    const [full, api, runner] = await Promise.all([fn('full', tag), fn('api', tag), fn('pure-runner', tag)]);
+    const lb = await fn('lb', tag, { FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: runner.grpcAddress! });
+    const fullFn = await json(`${full.url}/v2/fns`, { app_id: (await json(`${full.url}/v2/apps`, { name: 'bench' })).id, name: 'hello', image });
+    const apiFn = await json(`${api.url}/v2/fns`, { app_id: (await json(`${api.url}/v2/apps`, { name: 'bench' })).id, name: 'hello', image });
+    const sides = await inTurns({
+      full: { url: `${full.url}/invoke/${fullFn.id}`, pids: [full.pid] },
+      lb: { url: `${lb.url}/invoke/${apiFn.id}`, pids: [lb.pid, runner.pid, api.pid] },
+    });
+    const fig = { full: { c1: mid(sides.full.c1), c16: mid(sides.full.c16) }, lb: { c1: mid(sides.lb.c1), c16: mid(sides.lb.c16) } };
+    const line = (label: string, c: string, f: Figures): void =>
+      say(`${label} ${c}: ${fmt(f.rps).padStart(5)} req/s  p50 ${f.p50} ms  p99 ${f.p99} ms  errors ${f.errors + f.non2xx}  server CPU ${fmt(f.cpuUs ?? NaN)} us/call`);
+    say(`== Fn's own LB path vs Fn's full node (fnserver), the same function and load, medians of ${ROUNDS} rounds of ${SECONDS} s, in turns`);
+    line("Fn full node          ", ' 1 conn', fig.full.c1);
+    line("Fn full node          ", '16 conn', fig.full.c16);
+    line("Fn LB + runner (+ API)", ' 1 conn', fig.lb.c1);
+    line("Fn LB + runner (+ API)", '16 conn', fig.lb.c16);
+    const c1 = fig.lb.c1.rps / fig.full.c1.rps;
+    const c16 = fig.lb.c16.rps / fig.full.c16.rps;
+    say(`Fn LB/full at  1 conn: ${fmt(c1, 2)}${fnts ? `   (fnts: ${fmt(fnts.c1, 2)})` : ''}`);
+    say(`Fn LB/full at 16 conn: ${fmt(c16, 2)}${fnts ? `   (fnts: ${fmt(fnts.c16, 2)})` : ''}`);
+    say(`Fn LB p99 at 16 conn: ${fig.lb.c16.p99} ms${fnts ? `   (fnts: ${fnts.p99c16} ms)` : ''}`);
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+    await removeFnContainers(tag);
   }
 }
 
@@ -511,9 +587,11 @@ async function placers(): Promise<void> {
 
 async function main(): Promise<void> {
   const t0 = performance.now();
-  const only = process.env['FLEET_PART'];
-  if (only !== '2') await lbVersusFull();
-  if (only !== '1') await placers();
+  const parts = (process.env['FLEET_PART'] ?? '1,2,3').split(',').map((p) => p.trim());
+  let fntsRatios: PathRatios | undefined;
+  if (parts.includes('1')) fntsRatios = await lbVersusFull();
+  if (parts.includes('2')) await placers();
+  if (parts.includes('3')) await fnReference(fntsRatios);
   note(`done in ${fmt((performance.now() - t0) / 1000)} s`);
 }
 

@@ -48,7 +48,9 @@ export function freePort(): Promise<number> {
 }
 
 export interface FnServer {
-  readonly role: 'api' | 'lb' | 'pure-runner';
+  readonly role: 'full' | 'api' | 'lb' | 'pure-runner';
+  /** The server's process id (benchmarks read its CPU time). */
+  readonly pid: number;
   readonly url: string;
   /** The RunnerProtocol address of a pure runner (127.0.0.1:FN_GRPC_PORT). */
   readonly grpcAddress: string | undefined;
@@ -120,7 +122,7 @@ export async function startFnServer(role: FnServer['role'], tag: string, env: Re
   } finally {
     probe?.close();
   }
-  return { role, url, grpcAddress, output: () => output, stop };
+  return { role, pid: proc.pid!, url, grpcAddress, output: () => output, stop };
 }
 
 /** Removes every container Fn started with `tag` (after its servers stopped); answers how many there were. */
