@@ -8,6 +8,8 @@
  */
 import * as http2 from 'node:http2';
 import type { SecureClientSessionOptions } from 'node:http2';
+import { isIP } from 'node:net';
+import * as tls from 'node:tls';
 
 export interface ChannelTls {
   readonly ca: Buffer;
@@ -69,12 +71,25 @@ export class H2Channel {
     return this.connect().request(headers, { endStream: false });
   }
 
+  /**
+   * The TLS connection for a session: node:http2 would send the host as
+   * the server name even when it is an IP address, which TLS forbids (and
+   * Node warns of, DEP0123); the runner's certificate is checked against
+   * the host either way.
+   */
+  private dialTls(): tls.TLSSocket {
+    const url = new URL(this.authority);
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const t = this.o.tls!;
+    return tls.connect({ host, port: Number(url.port), ca: t.ca, key: t.key, cert: t.cert, ALPNProtocols: ['h2'], ...(isIP(host) ? {} : { servername: host }) });
+  }
+
   private connect(): http2.ClientHttp2Session {
     if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
     const options: SecureClientSessionOptions = {
       settings: { maxHeaderListSize: this.o.maxHeaderListBytes ?? 4 * 1024 * 1024, enablePush: false, initialWindowSize: 1024 * 1024 },
       maxHeaderListPairs: 4096,
-      ...(this.o.tls ? { ca: this.o.tls.ca, key: this.o.tls.key, cert: this.o.tls.cert, ALPNProtocols: ['h2'] } : {}),
+      ...(this.o.tls ? { ca: this.o.tls.ca, key: this.o.tls.key, cert: this.o.tls.cert, ALPNProtocols: ['h2'], createConnection: () => this.dialTls() } : {}),
     };
     const session = http2.connect(this.authority, options);
     this.session = session;
