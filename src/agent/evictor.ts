@@ -12,7 +12,7 @@
 import type { Logger } from 'pino';
 import type { Clock, Timer } from './clock.js';
 import type { HotContainer } from './hot.js';
-import type { ResourceRequest, ResourceTracker } from './resource.js';
+import { MB, type ResourceRequest, type ResourceTracker } from './resource.js';
 
 /** How much longer than FN_EJECT_IDLE_MSECS a container must be idle to make room for a refused call. */
 const REFUSED_IDLE_FACTOR = 5;
@@ -77,8 +77,7 @@ export class Evictor {
       let memory = 0;
       let cpu = 0;
       const doomed: HotContainer[] = [];
-      const idle = [...this.o.candidates()].sort((a, b) => a.idleSince - b.idleSince);
-      for (const c of idle) {
+      for (const c of this.leastRecentlyUsed()) {
         if (memory >= need.memoryBytes && cpu >= need.cpuMillis) break;
         const eligibleAt = c.idleSince + ejectIdleMs;
         if (eligibleAt > now) {
@@ -87,7 +86,7 @@ export class Evictor {
         }
         if (!this.o.take(c)) continue;
         doomed.push(c);
-        memory += c.spec.memoryMB * 1024 * 1024;
+        memory += c.spec.memoryMB * MB;
         cpu += c.spec.cpuMillis;
       }
       if (doomed.length > 0) {
@@ -116,14 +115,18 @@ export class Evictor {
     const now = this.o.clock.now();
     let memory = 0;
     let cpu = 0;
-    const idle = [...this.o.candidates()].sort((a, b) => a.idleSince - b.idleSince);
-    for (const c of idle) {
-      memory += c.spec.memoryMB * 1024 * 1024;
+    for (const c of this.leastRecentlyUsed()) {
+      memory += c.spec.memoryMB * MB;
       cpu += c.spec.cpuMillis;
       // The least recently used go first: room is there once this one is eligible.
       if (memory >= need.memoryBytes && cpu >= need.cpuMillis) return Math.max(0, c.idleSince + this.o.ejectIdleMs - now);
     }
     return undefined;
+  }
+
+  /** The idle containers that may be evicted, idle longest first (evicted in that order). */
+  private leastRecentlyUsed(): HotContainer[] {
+    return [...this.o.candidates()].sort((a, b) => a.idleSince - b.idleSince);
   }
 
   close(): void {

@@ -22,7 +22,7 @@ import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
 import { LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, roomFromRefusal, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
-import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MessageReader, STATUS_PATH } from '../runner/wire.js';
+import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MAX_MESSAGE_BYTES, MessageReader, STATUS_PATH } from '../runner/wire.js';
 import { H2Channel, type ChannelTls } from './channel.js';
 
 export type Attempt =
@@ -52,8 +52,6 @@ export interface RunnerClientOptions {
   readonly graceMs?: number;
 }
 
-/** The most bytes one message from a runner may have. */
-const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
 /**
  * What an LB sends to whichever runner takes a call, made once per call

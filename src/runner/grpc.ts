@@ -14,14 +14,13 @@ export function bindServer(server: grpc.Server, host: string, port: number, cred
   });
 }
 
-/** Stops `server`: requests in flight get `graceMs`, then are cut. `whileWaiting` runs once the shutdown has begun. */
-export function shutdownServer(server: grpc.Server, graceMs = 1000, whileWaiting?: () => void): Promise<void> {
+/** Stops `server`: requests in flight get `graceMs`, then are cut. */
+export function shutdownServer(server: grpc.Server, graceMs = 1000): Promise<void> {
   return new Promise<void>((resolve) => {
     const force = setTimeout(() => server.forceShutdown(), graceMs);
     server.tryShutdown(() => {
       clearTimeout(force);
       resolve();
     });
-    whileWaiting?.();
   });
 }

@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import { connect, constants as h2 } from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcH2Server, unary, type GrpcServerCall } from './h2-server.js';
-import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
+import { RUNNER_PROTO_PATH, runnerStatusMessage, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
 import { decodeClientMsg, encodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, STATUS_PATH } from './wire.js';
 
 /** A grpc-js client of the runner protocol: what Fn's LB is to a runner (another gRPC implementation). */
@@ -13,29 +13,7 @@ function grpcJsClient(port: number): grpc.Client & Record<string, (...args: unkn
   return new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as never;
 }
 
-const status = (active: number): RunnerStatusMsg => ({
-  active,
-  failed: false,
-  id: '',
-  details: '',
-  errorCode: 0,
-  errorStr: '',
-  createdAt: '',
-  startedAt: '',
-  completedAt: '',
-  cached: false,
-  requestsReceived: 7,
-  requestsHandled: 6,
-  kdumpsOnDisk: 0,
-  schedulerDuration: 0,
-  executionDuration: 0,
-  isNetworkDisabled: false,
-  customStatus: { draining: 'true' },
-  imagePullWaitDuration: 0,
-  ctrPrepDuration: 0,
-  ctrCreateDuration: 0,
-  initStartTime: 0,
-});
+const status = (active: number): RunnerStatusMsg => runnerStatusMessage({ active, received: 7, handled: 6, draining: true });
 
 describe('the runner gRPC server on node:http2', () => {
   let server: GrpcH2Server | undefined;

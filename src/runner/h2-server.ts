@@ -25,6 +25,14 @@ export interface ServerTls {
   readonly cert: Buffer;
 }
 
+/** The response headers of every gRPC answer. */
+const GRPC_HEADERS = { [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' };
+
+/** Answers a call with its status alone (gRPC's Trailers-Only), nothing else having been sent on `stream`. */
+function trailersOnly(stream: ServerHttp2Stream, code: number, details: string, extra: Record<string, string> = {}): void {
+  safely(() => stream.respond({ ...GRPC_HEADERS, 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(details), ...extra }, { endStream: true }));
+}
+
 /**
  * Runs a write to a stream that Node may refuse with a throw (it was reset
  * or its connection broke in the meantime): the call is over then, and the
@@ -121,7 +129,7 @@ export class GrpcServerCall {
       // The stream can be reset between asking for trailers and this: Node throws then.
       if (!this.stream.closed && !this.stream.destroyed) safely(() => this.stream.sendTrailers(this.trailers));
     });
-    safely(() => this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, { waitForTrailers: true }));
+    safely(() => this.stream.respond(GRPC_HEADERS, { waitForTrailers: true }));
   }
 
   /** Writes framed messages; resolves once the stream takes more (undefined: it can now). */
@@ -156,13 +164,12 @@ export class GrpcServerCall {
     if (!this.open) return;
     this.ended = true;
     clearTimeout(this.deadline);
-    const status = { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(details) };
     if (this.responded) {
-      this.trailers = status;
+      this.trailers = { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(details) };
       this.stream.end();
     } else {
       this.responded = true;
-      safely(() => this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', ...status }, { endStream: true }));
+      trailersOnly(this.stream, code, details);
     }
   }
 
@@ -253,10 +260,9 @@ export class GrpcH2Server {
 
   /**
    * Stops taking connections and tells clients (GOAWAY); calls in flight get
-   * `graceMs`, then their streams and connections are cut. `whileWaiting`
-   * runs once the stop has begun.
+   * `graceMs`, then their streams and connections are cut.
    */
-  close(graceMs = 1000, whileWaiting?: () => void): Promise<void> {
+  close(graceMs = 1000): Promise<void> {
     return new Promise<void>((resolve) => {
       if (!this.server.listening) {
         resolve();
@@ -271,7 +277,6 @@ export class GrpcH2Server {
         resolve();
       });
       for (const s of this.sessions) if (!s.closed) s.close();
-      whileWaiting?.();
     });
   }
 
@@ -285,12 +290,12 @@ export class GrpcH2Server {
       return;
     }
     if (!method) {
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED), 'grpc-message': encodeGrpcMessage(`${String(path)} is not a method of this server`) }, { endStream: true });
+      trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `${String(path)} is not a method of this server`);
       return;
     }
     const encoding = headers['grpc-encoding'];
     if (encoding !== undefined && encoding !== 'identity') {
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED), 'grpc-message': encodeGrpcMessage(`grpc-encoding ${encoding} is not supported`), 'grpc-accept-encoding': 'identity' }, { endStream: true });
+      trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `grpc-encoding ${String(encoding)} is not supported`, { 'grpc-accept-encoding': 'identity' });
       return;
     }
     const call = new GrpcServerCall(stream, headers, this.o.maxMessageBytes);

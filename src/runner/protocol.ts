@@ -179,6 +179,33 @@ export function refusalMessage(callId: string, status: number, message: string, 
   };
 }
 
+/** A RunnerStatus with a runner's counts (Fn's other fields unset): calls in flight, received and handled, and whether it drains. */
+export function runnerStatusMessage(s: { active: number; received: number; handled: number; draining: boolean }): RunnerStatusMsg {
+  return {
+    active: s.active,
+    failed: false,
+    id: '',
+    details: s.draining ? 'draining' : '',
+    errorCode: 0,
+    errorStr: '',
+    createdAt: '',
+    startedAt: '',
+    completedAt: '',
+    cached: false,
+    requestsReceived: s.received,
+    requestsHandled: s.handled,
+    kdumpsOnDisk: 0,
+    schedulerDuration: 0,
+    executionDuration: 0,
+    isNetworkDisabled: false,
+    customStatus: s.draining ? { draining: 'true' } : {},
+    imagePullWaitDuration: 0,
+    ctrPrepDuration: 0,
+    ctrCreateDuration: 0,
+    initStartTime: 0,
+  };
+}
+
 /**
  * What a refusal says of room on its runner: an fnts runner puts in its
  * schedulerDuration (a call's wait for a container, which a refused call

@@ -26,8 +26,8 @@ import { sameName, type CallResponse, type Invoker } from '../agent/index.js';
 import { encodeTriggerAnswer, undecorateTrigger } from '../agent/protocol/trigger.js';
 import { ApiError, callFromJson, E, type Call, type CallFn } from '../models/index.js';
 import { GrpcH2Server, unary, type GrpcServerCall, type ServerTls } from './h2-server.js';
-import { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg } from './protocol.js';
-import { CONFIGURE_PATH, decodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, STATUS2_PATH, STATUS_PATH } from './wire.js';
+import { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, runnerStatusMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg } from './protocol.js';
+import { CONFIGURE_PATH, decodeClientMsg, encodeEmpty, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, MAX_MESSAGE_BYTES, STATUS2_PATH, STATUS_PATH } from './wire.js';
 
 export interface RunnerServerOptions {
   /** Runs the calls: the local agent (with non-blocking resources, so that a full runner refuses rather than queues). */
@@ -40,9 +40,6 @@ export interface RunnerServerOptions {
   /** Told of each engagement's result (metrics). Must be cheap and must not throw. */
   readonly events?: { onEngagement(result: 'handled' | 'refused'): void };
 }
-
-/** The most bytes one message from an LB may have (a DataFrame is at most 64 KiB from fnts's and Fn's LBs). */
-const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
 /**
  * What an LB sends on an engagement: its TryCall first, then the body's
@@ -63,12 +60,14 @@ function inbound(call: GrpcServerCall, limit: number): { readonly json: Promise<
   let size = 0;
   let tried = false;
   let done = false;
-  const gone = (): void => {
-    if (done) return;
+  /** The engagement ends before its body: neither promise will be kept. */
+  const stop = (err: ApiError): void => {
     done = true;
-    const err = new ApiError(E.ClientCancelled, { message: 'the LB ended the stream before the end of the request' });
     noTry(err);
     noBody(err);
+  };
+  const gone = (): void => {
+    if (!done) stop(new ApiError(E.ClientCancelled, { message: 'the LB ended the stream before the end of the request' }));
   };
   call.receive((bytes) => {
     if (done) return;
@@ -76,10 +75,7 @@ function inbound(call: GrpcServerCall, limit: number): { readonly json: Promise<
     try {
       msg = decodeClientMsg(bytes);
     } catch {
-      done = true;
-      const err = new ApiError(E.InvalidJSON, { message: 'Invalid call: a message of the engagement is not a ClientMsg' });
-      noTry(err);
-      noBody(err);
+      stop(new ApiError(E.InvalidJSON, { message: 'Invalid call: a message of the engagement is not a ClientMsg' }));
       return;
     }
     if (!tried) {
@@ -146,7 +142,7 @@ export class RunnerServer {
         [STATUS_PATH, status],
         [STATUS2_PATH, status],
         // ConfigStatus has no field this runner sets: an empty message.
-        [CONFIGURE_PATH, unary(() => EMPTY_MESSAGE)],
+        [CONFIGURE_PATH, unary(() => encodeEmpty())],
         ['/RunnerProtocol/StreamLogs', (call: GrpcServerCall) => call.fail(GrpcStatus.UNIMPLEMENTED, 'this runner streams no logs: call logs are in the call records')],
       ]),
     });
@@ -159,29 +155,7 @@ export class RunnerServer {
 
   /** Calls in flight, and calls received and handled (not refused) since start: RunnerStatus. */
   status(): RunnerStatusMsg {
-    return {
-      active: this.active,
-      failed: false,
-      id: '',
-      details: this.draining ? 'draining' : '',
-      errorCode: 0,
-      errorStr: '',
-      createdAt: '',
-      startedAt: '',
-      completedAt: '',
-      cached: false,
-      requestsReceived: this.received,
-      requestsHandled: this.handled,
-      kdumpsOnDisk: 0,
-      schedulerDuration: 0,
-      executionDuration: 0,
-      isNetworkDisabled: false,
-      customStatus: this.draining ? { draining: 'true' } : {},
-      imagePullWaitDuration: 0,
-      ctrPrepDuration: 0,
-      ctrCreateDuration: 0,
-      initStartTime: 0,
-    };
+    return runnerStatusMessage({ active: this.active, received: this.received, handled: this.handled, draining: this.draining });
   }
 
   /**
@@ -371,6 +345,3 @@ class FnInterner {
 }
 
 const MAX_FNS = 1000;
-
-/** An empty message, framed. */
-const EMPTY_MESSAGE = Buffer.from([0, 0, 0, 0, 0]);

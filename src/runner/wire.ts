@@ -23,6 +23,9 @@ export const STATUS_PATH = '/RunnerProtocol/Status';
 export const STATUS2_PATH = '/RunnerProtocol/Status2';
 export const CONFIGURE_PATH = '/RunnerProtocol/ConfigureRunner';
 
+/** The most bytes one message may have, either way (a DataFrame is at most 64 KiB from fnts's and Fn's peers). */
+export const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
+
 /** gRPC status codes used by the LB and the runner. */
 export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
