@@ -2,8 +2,8 @@
  * drivers/ — containers: the Driver/Cookie contract, the Docker driver, and a
  * fake driver for unit tests of the scheduling logic.
  */
-export { ContainerStartError, decimate, DriverError, ImageError, parseImage } from './driver.js';
-export type { ContainerInfo, ContainerSpec, Cookie, Driver, ImageRef, Mount, PrepareTimings, RunResult, RunStatus, Stat } from './driver.js';
+export { ContainerStartError, decimate, DriverError, ImageError } from './driver.js';
+export type { ContainerInfo, ContainerSpec, Cookie, Driver, Mount, PrepareTimings, RunResult, RunStatus, Stat } from './driver.js';
 export { DockerDriver } from './docker/docker.js';
 export type { DockerDriverOptions } from './docker/docker.js';
 export { FakeDriver } from './fake/fake.js';

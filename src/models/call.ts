@@ -8,8 +8,9 @@
  */
 import type { Annotations } from './annotations.js';
 import { DEFAULT_RUNNER_GROUP, runnerGroupOf, type App } from './app.js';
-import type { ConfigMap } from './common.js';
-import { ApiError, E } from './errors.js';
+import { validateConfig, type ConfigMap } from './common.js';
+import { ApiError, E, MAX_CONFIG_BYTES, MAX_IDLE_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S } from './errors.js';
+import { imageRefProblem } from './image.js';
 import { FN_FORMATS, type Fn, type FnFormat } from './fn.js';
 
 /**
@@ -164,10 +165,33 @@ function str(v: unknown, what: string, required = false): string | undefined {
   return v;
 }
 
-function num(v: unknown, what: string, min: number, fallback: number): number {
+function num(v: unknown, what: string, min: number, max: number, fallback: number): number {
   if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw bad(`${what} must be an integer of at least ${min}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw bad(`${what} must be an integer from ${min} to ${max}`);
   return v;
+}
+
+/** The fn's image, checked by Docker's reference grammar before anything asks the engine for it. */
+function image(v: unknown): string {
+  const ref = str(v, 'image', true)!;
+  const problem = imageRefProblem(ref);
+  if (problem !== undefined) throw bad(`image ${problem}`);
+  return ref;
+}
+
+/**
+ * The app's and fn's config together, under the limits the API keeps each
+ * of them to; LBs add a few FN_* entries of their own (Fn's runners read
+ * the fn's name, format, memory and type from there).
+ */
+function callConfig(v: unknown): Record<string, string> {
+  const config = stringMap(v, 'config');
+  try {
+    validateConfig(config, 2 * MAX_CONFIG_BYTES + 4096);
+  } catch (err) {
+    throw bad(`config: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return config;
 }
 
 /** Fn's MilliCPUs: "500m", or cores as a number or string ("0.5"). */
@@ -194,12 +218,15 @@ function stringMap(v: unknown, what: string): Record<string, string> {
 /**
  * Reads Fn's models.Call JSON (from an LB, a queue) into a Call. Fields Fn
  * keeps in config (FN_FN_NAME, FN_FORMAT, FN_APP_NAME) are read from there
- * when the JSON lacks fnts's own fields. Throws 400 InvalidJson naming the bad field.
+ * when the JSON lacks fnts's own fields. Whoever sent it, the call is held
+ * to the limits the API holds fns to (image reference, memory, timeouts,
+ * config size): a runner is as safe from a hand-made TryCall as the API is
+ * from a hand-made fn. Throws 400 InvalidJson naming the bad field.
  */
 export function callFromJson(json: unknown): Call {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw bad('not a JSON object');
   const j = json as Record<string, unknown>;
-  const config = stringMap(j.config, 'config');
+  const config = callConfig(j.config);
   const type = str(j.type, 'type') ?? 'sync';
   // Fn's older name for detached.
   const callType: CallType = type === 'async' ? 'detached' : (type as CallType);
@@ -228,13 +255,13 @@ export function callFromJson(json: unknown): Call {
       appName: str(j.app_name, 'app_name') ?? config.FN_APP_NAME ?? '',
       fnId,
       fnName: str(j.fn_name, 'fn_name') ?? config.FN_FN_NAME ?? fnId,
-      image: str(j.image, 'image', true)!,
+      image: image(j.image),
       format: format as FnFormat,
-      memoryMB: num(j.memory, 'memory', 1, 128),
+      memoryMB: num(j.memory, 'memory', 1, MAX_MEMORY_MB, 128),
       cpuMillis: milliCpus(j.cpus),
-      timeoutS: num(j.timeout, 'timeout', 1, 30),
-      idleTimeoutS: num(j.idle_timeout, 'idle_timeout', 1, 30),
-      tmpfsMB: num(j.tmpfs_size, 'tmpfs_size', 0, 0),
+      timeoutS: num(j.timeout, 'timeout', 1, MAX_TIMEOUT_S, 30),
+      idleTimeoutS: num(j.idle_timeout, 'idle_timeout', 1, MAX_IDLE_TIMEOUT_S, 30),
+      tmpfsMB: num(j.tmpfs_size, 'tmpfs_size', 0, MAX_MEMORY_MB, 0),
       config: Object.freeze(config),
       annotations: (annotations ?? {}) as Annotations,
       syslogUrl: str(j.syslog_url, 'syslog_url') || undefined,

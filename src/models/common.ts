@@ -2,7 +2,7 @@
  * Pieces shared by every model: ids, timestamps, config maps.
  */
 import { randomFillSync } from 'node:crypto';
-import { ApiError, E } from './errors.js';
+import { ApiError, E, MAX_CONFIG_BYTES, MAX_CONFIG_KEY_BYTES, MAX_CONFIG_VALUE_BYTES } from './errors.js';
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 const pool = Buffer.alloc(4096);
@@ -92,10 +92,15 @@ export type ConfigMap = Readonly<Record<string, string>>;
  * '=' would split differently. Refusing them here keeps a bad entry from
  * surfacing only later, as every call failing.
  */
-export function validateConfig(config: ConfigMap): void {
+export function validateConfig(config: ConfigMap, maxBytes = MAX_CONFIG_BYTES): void {
+  let total = 0;
   for (const [key, value] of Object.entries(config)) {
     if (key === '' || key.includes('=') || key.includes('\0')) throw new ApiError(E.InvalidConfigKey);
     if (value.includes('\0')) throw new ApiError(E.InvalidConfigValue);
+    const keyBytes = byteLength(key);
+    const valueBytes = byteLength(value);
+    total += keyBytes + valueBytes;
+    if (keyBytes > MAX_CONFIG_KEY_BYTES || valueBytes > MAX_CONFIG_VALUE_BYTES || total > maxBytes) throw new ApiError(E.ConfigTooLarge);
   }
 }
 

@@ -26,6 +26,17 @@ export const MAX_NAME_LENGTH = 255;
 export const MAX_ANNOTATION_KEY_BYTES = 128;
 export const MAX_ANNOTATION_VALUE_BYTES = 512;
 export const MAX_ANNOTATION_KEYS = 100;
+/**
+ * Config becomes the container's environment: one entry must stay under
+ * Linux's 128 KiB per string (the exec fails above it), and an app's and
+ * its fn's together well under the ~1 MiB the Docker engine takes in a
+ * container's definition (it answers 431 above it). So each of an app's and
+ * a fn's config holds at most MAX_CONFIG_BYTES, in entries of at most
+ * MAX_CONFIG_KEY_BYTES and MAX_CONFIG_VALUE_BYTES.
+ */
+export const MAX_CONFIG_KEY_BYTES = 256;
+export const MAX_CONFIG_VALUE_BYTES = 64 * 1024;
+export const MAX_CONFIG_BYTES = 256 * 1024;
 
 /** Catalog entries, named after Fn's. Messages are Fn's words, byte for byte. */
 export const E = Object.freeze({
@@ -70,6 +81,8 @@ export const E = Object.freeze({
   FnsInvalidName: def('FnsInvalidName', 400, 'name must be a valid string'),
   FnsMissingAppID: def('FnsMissingAppID', 400, 'Missing AppID on Fn'),
   FnsMissingImage: def('FnsMissingImage', 400, 'Missing image on Fn'),
+  // fnts's own (Fn stores any string, and invoking it fails in the engine), worded like FnsMissingImage; the reason follows.
+  FnsInvalidImage: def('FnsInvalidImage', 400, 'Invalid image on Fn'),
   FnsInvalidFormat: def('FnsInvalidFormat', 400, 'Invalid format on Fn'),
   FnsInvalidTimeout: def('FnsInvalidTimeout', 400, `timeout value is out of range, must be between 0 and ${MAX_TIMEOUT_S}`),
   FnsInvalidIdleTimeout: def('FnsInvalidIdleTimeout', 400, `idle_timeout value is out of range, must be between 0 and ${MAX_IDLE_TIMEOUT_S}`),
@@ -80,6 +93,12 @@ export const E = Object.freeze({
   InvalidConfigKey: def('InvalidConfigKey', 400, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"),
   // fnts's own (Fn stores it, and the fn's containers then fail to start), worded like InvalidConfigKey.
   InvalidConfigValue: def('InvalidConfigValue', 400, 'Invalid config value, config values must not contain NUL'),
+  // fnts's own (Fn stores any size, and the fn's containers then fail to start), worded like InvalidConfigKey.
+  ConfigTooLarge: def(
+    'ConfigTooLarge',
+    400,
+    `Invalid config, config keys must be at most ${MAX_CONFIG_KEY_BYTES} bytes, values at most ${MAX_CONFIG_VALUE_BYTES} bytes, and the whole config at most ${MAX_CONFIG_BYTES} bytes`,
+  ),
 
   // triggers
   TriggerIDProvided: def('TriggerIDProvided', 400, 'ID cannot be provided for Trigger creation'),

@@ -6,6 +6,7 @@ import type { AppShape } from './app.js';
 import { byteLength, configEqual, mergeConfig, mergeMap, newId, now, validateConfig, type ConfigMap } from './common.js';
 import { INT32_MAX, INT32_MIN, optInteger, optString, optStringMap, optAnnotations, UINT64_MAX, type JsonObject } from './decode.js';
 import { ApiError, E, MAX_IDLE_TIMEOUT_S, MAX_MEMORY_MB, MAX_NAME_LENGTH, MAX_TIMEOUT_S } from './errors.js';
+import { imageRefProblem } from './image.js';
 
 export const DEFAULT_MEMORY_MB = 128;
 export const DEFAULT_TIMEOUT_S = 30;
@@ -86,6 +87,8 @@ function validateFn(fn: Fn): void {
   if (!PATH_SAFE_NAME.test(fn.name)) throw new ApiError(E.FnsInvalidName);
   if (fn.app_id === '') throw new ApiError(E.FnsMissingAppID);
   if (fn.image.trim() === '') throw new ApiError(E.FnsMissingImage);
+  const imageProblem = imageRefProblem(fn.image);
+  if (imageProblem !== undefined) throw new ApiError(E.FnsInvalidImage, { message: `${E.FnsInvalidImage.message}: ${imageProblem}` });
   if (!(FN_FORMATS as readonly string[]).includes(fn.format)) throw new ApiError(E.FnsInvalidFormat);
   if (fn.timeout <= 0 || fn.timeout > MAX_TIMEOUT_S) throw new ApiError(E.FnsInvalidTimeout);
   if (fn.idle_timeout <= 0 || fn.idle_timeout > MAX_IDLE_TIMEOUT_S) throw new ApiError(E.FnsInvalidIdleTimeout);

@@ -106,6 +106,7 @@ describe('POST /v2/apps', () => {
     [{ name: 'x', config: { 'A=B': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
     // Docker cannot pass a NUL in an environment variable: the fn's containers could never start.
     [{ name: 'x', config: { A: 'a\u0000b' } }, 'Invalid config value, config values must not contain NUL'],
+    [{ name: 'x', config: { A: 'x'.repeat(65537) } }, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes'],
   ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
     await api.expectError('POST', '/v2/apps', payload, 400, message);
     expect(await appNames()).toEqual([]);

@@ -91,6 +91,22 @@ describe('POST /v2/fns', () => {
     [{ app_id: 'APP', name: 'f', image: IMAGE, config: { '': 'v' } }, "Invalid config key, config keys must be non-empty and must not contain '=' or NUL"],
     [{ app_id: 'APP', name: 'f', image: IMAGE, config: { K: '\u0000' } }, 'Invalid config value, config values must not contain NUL'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, format: 'grpc' }, 'Invalid format on Fn'],
+    // Image references by Docker's grammar (Fn stores these, and invoking one fails in the engine).
+    [{ app_id: 'APP', name: 'f', image: '/' }, 'Invalid image on Fn: a name component is empty (a leading, trailing or doubled "/")'],
+    [{ app_id: 'APP', name: 'f', image: 'team//fn:1' }, 'Invalid image on Fn: a name component is empty (a leading, trailing or doubled "/")'],
+    [{ app_id: 'APP', name: 'f', image: 'Team/Fn' }, `Invalid image on Fn: the name component "Team" must be lower-case letters and digits, separated by '.', '_', '__' or '-'`],
+    [{ app_id: 'APP', name: 'f', image: '../x' }, 'Invalid image on Fn: the registry ".." is not a host name with an optional port'],
+    [{ app_id: 'APP', name: 'f', image: 'x/../y' }, `Invalid image on Fn: the name component ".." must be lower-case letters and digits, separated by '.', '_', '__' or '-'`],
+    [{ app_id: 'APP', name: 'f', image: ' hello' }, `Invalid image on Fn: the name component " hello" must be lower-case letters and digits, separated by '.', '_', '__' or '-'`],
+    [{ app_id: 'APP', name: 'f', image: 'hello:' }, `Invalid image on Fn: the tag "" must be 1 to 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'`],
+    [{ app_id: 'APP', name: 'f', image: 'hello@sha256:abc' }, 'Invalid image on Fn: the digest "sha256:abc" is not algorithm:hex (e.g. sha256: and 64 hex digits)'],
+    // Config the engine could not pass to a container.
+    [{ app_id: 'APP', name: 'f', image: IMAGE, config: { BIG: 'x'.repeat(64 * 1024 + 1) } }, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes'],
+    [{ app_id: 'APP', name: 'f', image: IMAGE, config: { ['K'.repeat(257)]: 'v' } }, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes'],
+    [
+      { app_id: 'APP', name: 'f', image: IMAGE, config: Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`K${i}`, 'x'.repeat(60_000)])) },
+      'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes',
+    ],
     [{ app_id: 'APP', name: 'f', image: IMAGE, format: 5 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: -1 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: 1.5 }, 'Invalid JSON'],
@@ -100,6 +116,26 @@ describe('POST /v2/fns', () => {
     const body = JSON.parse(JSON.stringify(payload).replaceAll('"APP"', JSON.stringify(app.id)));
     await api.expectError('POST', '/v2/fns', body, 400, message);
     expect(await fnCount()).toBe(0);
+  });
+
+  it('takes every form of image reference Docker does', async () => {
+    const digest = `sha256:${'0123456789abcdef'.repeat(4)}`;
+    for (const [i, image] of ['hello', 'fnproject/hello:0.0.1', 'localhost:5000/team/fn', 'registry.example.com:443/a/b/c:dev_1.0', `fnproject/hello@${digest}`, `r.io/x:1@${digest}`].entries()) {
+      expect((await api.createFn({ app_id: app.id, name: `f${i}`, image })).image).toBe(image);
+    }
+  });
+
+  it('refuses an update to an image Docker could not resolve, and keeps the fn as it was', async () => {
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { image: '/' }, 400, 'Invalid image on Fn: a name component is empty (a leading, trailing or doubled "/")');
+    expect((await api.call('GET', `/v2/fns/${fn.id}`)).body.image).toBe(IMAGE);
+  });
+
+  it('takes config up to the limits, and refuses an update that would pass them', async () => {
+    const config = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`K${i}`, 'x'.repeat(64 * 1024 - 2)]));
+    const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE, config });
+    expect(Object.keys(fn.config)).toHaveLength(4);
+    await api.expectError('PUT', `/v2/fns/${fn.id}`, { config: { MORE: 'x'.repeat(100) } }, 400, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes');
   });
 
   it('answers 404 App not found for an unknown app', async () => {

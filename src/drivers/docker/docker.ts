@@ -6,13 +6,14 @@
  * no extra swap, a CPU quota from milli-CPUs, no log driver (output is
  * attached and streamed to the caller's sinks).
  */
+import { createRequire } from 'node:module';
 import type { Readable, Writable } from 'node:stream';
 import Docker from 'dockerode';
+import { InvalidImageRef, parseImageRef, type ImageRef } from '../../models/image.js';
 import {
   ContainerStartError,
   DriverError,
   ImageError,
-  parseImage,
   type ContainerInfo,
   type ContainerSpec,
   type Cookie,
@@ -22,6 +23,17 @@ import {
   type RunStatus,
   type Stat,
 } from '../driver.js';
+
+/**
+ * docker-modem follows an HTTP redirect from the engine by itself, with a
+ * request that has no error listener: when that request fails (the engine
+ * redirects a path it finds unclean, such as one an odd image name makes,
+ * to a URL that names no host), its error is thrown out of the process. The
+ * engine's API never redirects, so a 3xx is taken as the failed answer it
+ * is: the request that got it rejects, and nothing else is sent.
+ * (driver-faults.test.ts answers each engine step with a redirect.)
+ */
+(createRequire(import.meta.url)('docker-modem/lib/http.js') as { maxRedirects: number }).maxRedirects = 0;
 
 export interface DockerDriverOptions {
   /** Defaults to the engine named by DOCKER_HOST, else /var/run/docker.sock. */
@@ -61,6 +73,16 @@ function engineMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** `image` parsed, or an ImageError saying why the engine cannot have it. */
+function checkedRef(image: string): ImageRef {
+  try {
+    return parseImageRef(image);
+  } catch (err) {
+    if (err instanceof InvalidImageRef) throw new ImageError(image, `Invalid image reference ${JSON.stringify(image)}: ${err.reason}`, false, { cause: err });
+    throw err;
+  }
+}
+
 function abortError(signal: AbortSignal): unknown {
   return signal.reason ?? new Error('aborted');
 }
@@ -87,12 +109,14 @@ export class DockerDriver implements Driver {
   }
 
   private async resolveImage(image: string, signal?: AbortSignal): Promise<ImageInfo> {
+    // Before anything asks the engine: a name off the grammar would reach its API as a path it redirects or refuses.
+    const ref = checkedRef(image);
     try {
       return await this.inspectImage(image);
     } catch (err) {
       if (statusCode(err) !== 404) throw new DriverError(`Docker engine error inspecting image ${image}: ${engineMessage(err)}`, { cause: err });
     }
-    await this.pull(image, signal);
+    await this.pull(image, ref, signal);
     try {
       return await this.inspectImage(image);
     } catch (err) {
@@ -105,8 +129,7 @@ export class DockerDriver implements Driver {
     return { user: info.Config?.User ?? '' };
   }
 
-  private async pull(image: string, signal?: AbortSignal): Promise<void> {
-    const ref = parseImage(image);
+  private async pull(image: string, ref: ImageRef, signal?: AbortSignal): Promise<void> {
     const fromImage = (ref.registry ? `${ref.registry}/` : '') + ref.repository;
     const timeout = AbortSignal.timeout(this.options.pullTimeoutMs);
     const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
@@ -186,7 +209,7 @@ export class DockerDriver implements Driver {
       }
       throw new DriverError(`Docker engine error creating a container for ${spec.image}: ${engineMessage(err)}`, { cause: err });
     }
-    const cookie = new DockerCookie(this.docker, container, spec, { imageMs: t1 - t0, createMs: performance.now() - t1 });
+    const cookie = new DockerCookie(this.docker, container, spec, { imageMs: t1 - t0, createMs: performance.now() - t1 }, (id) => this.leftBehind(id));
     try {
       if (spec.logs || spec.stdin) await cookie.attach();
     } catch (err) {
@@ -202,7 +225,12 @@ export class DockerDriver implements Driver {
 
   async listContainers(labels: Readonly<Record<string, string>>): Promise<ContainerInfo[]> {
     const filters = { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) };
-    const found = await this.docker.listContainers({ all: true, filters });
+    let found: Docker.ContainerInfo[];
+    try {
+      found = await this.docker.listContainers({ all: true, filters });
+    } catch (err) {
+      throw new DriverError(`Docker engine error listing containers: ${engineMessage(err)}`, { cause: err });
+    }
     return found.map((c) => {
       const name = (c.Names[0] ?? '').replace(/^\//, '');
       return { id: c.Id, specId: name.startsWith(NAME_PREFIX) ? name.slice(NAME_PREFIX.length) : '', labels: c.Labels ?? {} };
@@ -211,6 +239,7 @@ export class DockerDriver implements Driver {
 
   async removeContainers(labels: Readonly<Record<string, string>>, which: (c: ContainerInfo) => boolean = () => true): Promise<number> {
     const doomed = (await this.listContainers(labels)).filter(which);
+    const failed: unknown[] = [];
     await Promise.all(
       doomed.map((c) =>
         this.docker
@@ -219,10 +248,11 @@ export class DockerDriver implements Driver {
           .catch(async (err: unknown) => {
             // 409: a removal is already under way (a cookie's close); it is done only when the container is gone.
             if (statusCode(err) === 409) await untilGone(this.docker.getContainer(c.id));
-            else if (statusCode(err) !== 404) throw err;
+            else if (statusCode(err) !== 404) failed.push(err);
           }),
       ),
     );
+    if (failed.length > 0) throw new DriverError(`Docker engine error removing ${failed.length} of ${doomed.length} containers: ${engineMessage(failed[0])}`, { cause: failed[0] });
     return doomed.length;
   }
 
@@ -238,8 +268,50 @@ export class DockerDriver implements Driver {
     }
   }
 
+  /**
+   * Stops taking work. Containers whose removal the engine failed are tried
+   * once more (what is still left goes at the owner's next start).
+   */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.retryTimer);
+    this.retryTimer = undefined;
+    await this.removeLeftBehind();
+  }
+
+  /** Containers a cookie's close() could not remove: tried again every REMOVAL_RETRY_MS until they are gone. */
+  private readonly unremoved = new Set<string>();
+  private retryTimer: NodeJS.Timeout | undefined;
+
+  private leftBehind(id: string): void {
+    this.unremoved.add(id);
+    if (this.closed || this.retryTimer) return;
+    this.retryTimer = setInterval(() => {
+      void this.removeLeftBehind().then(() => {
+        if (this.unremoved.size === 0) {
+          clearInterval(this.retryTimer);
+          this.retryTimer = undefined;
+        }
+      });
+    }, REMOVAL_RETRY_MS);
+    this.retryTimer.unref();
+  }
+
+  /** One more try at each container left behind; never rejects. */
+  private async removeLeftBehind(): Promise<void> {
+    await Promise.all(
+      [...this.unremoved].map((id) =>
+        this.docker
+          .getContainer(id)
+          .remove({ force: true, v: true })
+          .then(
+            () => this.unremoved.delete(id),
+            (err: unknown) => {
+              if (statusCode(err) === 404) this.unremoved.delete(id);
+            },
+          ),
+      ),
+    );
   }
 }
 
@@ -260,6 +332,8 @@ class DockerCookie implements Cookie {
     private readonly container: Docker.Container,
     private readonly spec: ContainerSpec,
     readonly timings: PrepareTimings,
+    /** Told of a container the engine would not remove, so the driver tries again later. */
+    private readonly leftBehind: (id: string) => void,
   ) {
     this.id = container.id;
     this.settled = new Promise<RunResult>((resolve) => (this.settle = resolve));
@@ -341,7 +415,7 @@ class DockerCookie implements Cookie {
   }
 
   wait(): Promise<RunResult> {
-    return this.result ?? this.settled;
+    return this.settled;
   }
 
   watchStats(onStat: (stat: Stat) => void, intervalMs: number): () => void {
@@ -403,14 +477,23 @@ class DockerCookie implements Cookie {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.killedAs ??= 'killed';
+      let failure: unknown;
       try {
         await this.container.remove({ force: true, v: true });
       } catch (err) {
         if (statusCode(err) === 409) await untilGone(this.container);
         else if (statusCode(err) !== 404) {
           // The engine refused; retry once, since a leaked container is worse than a slow close.
-          await this.container.remove({ force: true, v: true }).catch(() => undefined);
+          await this.container.remove({ force: true, v: true }).catch((again: unknown) => {
+            if (statusCode(again) !== 404) failure = again;
+          });
         }
+      }
+      if (failure !== undefined) {
+        // Still there: the driver tries again later, and wait() ends now (the
+        // container is no longer this cookie's: nothing will watch its exit).
+        this.leftBehind(this.id);
+        this.settle({ status: this.killedAs, exitCode: undefined, oomKilled: false, message: `container could not be removed (${engineMessage(failure)}); it is removed later` });
       }
       if (!this.result) this.settle({ status: this.killedAs, exitCode: undefined, oomKilled: false, message: 'container removed before it ran' });
     })();
@@ -418,21 +501,31 @@ class DockerCookie implements Cookie {
   }
 }
 
+/** How often containers the engine would not remove are tried again. */
+const REMOVAL_RETRY_MS = 5_000;
+
 /** How long a removal someone else started may take before we stop waiting for it. */
 const REMOVAL_WAIT_MS = 10_000;
+/** Failed looks in a row after which the engine is taken to be unable to tell. */
+const REMOVAL_LOOKS = 3;
 
 /**
  * Resolves once the engine no longer knows `container` (a removal already
- * in progress has finished), or after REMOVAL_WAIT_MS: a server must not
- * report a container removed while it still exists, nor hang on one.
+ * in progress has finished), or after REMOVAL_WAIT_MS, or once the engine
+ * failed to answer REMOVAL_LOOKS times in a row: a server must not report
+ * a container removed while it still exists, nor hang on one (what is left
+ * goes at the owner's next start).
  */
 async function untilGone(container: Docker.Container): Promise<void> {
   const end = Date.now() + REMOVAL_WAIT_MS;
-  while (Date.now() < end) {
+  let failed = 0;
+  while (Date.now() < end && failed < REMOVAL_LOOKS) {
     try {
       await container.inspect();
+      failed = 0;
     } catch (err) {
       if (statusCode(err) === 404) return;
+      failed++;
     }
     await new Promise((r) => setTimeout(r, 50));
   }
