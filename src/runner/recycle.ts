@@ -16,16 +16,17 @@
  * send, and well before the bucket could be empty it retires the
  * connection the way gRPC servers do (two GOAWAYs):
  *
- *   open ──tokens low / close()──▶ notice: GOAWAY(NO_ERROR, 2^31-1) + PING
- *                                      │ PING acknowledged (or NOTICE_TIMEOUT_MS)
+ *   open ──tokens low / close()──▶ notice: GOAWAY(NO_ERROR, 2^31-1), PING, PING
+ *                                      │ second PING acknowledged (or NOTICE_TIMEOUT_MS)
  *                                      ▼
  *                                  closing: GOAWAY(NO_ERROR, last stream received);
  *                                  streams in flight finish, then the connection closes
  *
  * The notice names no stream as refused: the client keeps every stream it
- * opened and opens new ones on a new connection. Its PING acknowledgement
- * comes after it read the notice, so by then every stream it will ever
- * open here has arrived, and the final GOAWAY refuses none of them.
+ * opened and opens new ones on a new connection. The second PING's
+ * acknowledgement comes after the client read the notice (see retire()),
+ * so by then every stream it will ever open here has arrived, and the
+ * final GOAWAY refuses none of them.
  */
 import { constants as h2, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 
@@ -126,11 +127,22 @@ export class SessionRecycler {
     };
     timer = setTimeout(close, NOTICE_TIMEOUT_MS);
     timer.unref();
-    try {
-      if (!session.ping(() => close())) close();
-    } catch {
-      close();
-    }
+    /** Pings; `then` once acknowledged (a failed or refused ping closes at once). */
+    const ping = (then: () => void): void => {
+      try {
+        if (!session.ping((err) => (err ? close() : then()))) close();
+      } catch {
+        close();
+      }
+    };
+    // nghttp2 sends PINGs ahead of every other frame it has queued, the notice
+    // included: a PING sent with it may be acknowledged before the client read
+    // the notice, and a client that opened a stream in between (grpc-go does,
+    // from other goroutines) would have it refused by the final GOAWAY. The
+    // first PING's acknowledgement comes once the notice has left (it was
+    // queued before that PING went out); the second PING follows the notice
+    // on the wire, so its acknowledgement proves the client read it.
+    ping(() => ping(close));
   }
 
   private spend(): void {

@@ -183,7 +183,8 @@ describe.skipIf(skipReason)(`interop with Fn's own fleet${skipReason ? ` (skippe
       let lb: FnServer;
 
       beforeAll(async () => {
-        lb = await fnServer('lb', tag, { FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: clients.map((c) => c.address).join(','), FN_PLACER: placer });
+        // At info, Fn's LB logs why a call failed on a runner ("Receive error from runner"): the load check prints it.
+        lb = await fnServer('lb', tag, { FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: clients.map((c) => c.address).join(','), FN_PLACER: placer, FN_LOG_LEVEL: 'info' });
       });
 
       afterAll(async () => {
@@ -212,7 +213,7 @@ describe.skipIf(skipReason)(`interop with Fn's own fleet${skipReason ? ` (skippe
         );
         const seconds = (performance.now() - t0) / 1000;
         console.info(`Fn's LB in front of two fnts runners, ${LOAD_CONNECTIONS} connections for ${seconds.toFixed(1)} s: ${ok}/${ok + errors.length} answered 200, ${errors.length} errors, ${((ok + errors.length) / seconds).toFixed(0)} calls/s`);
-        if (errors.length > 0) console.info(lb.output().split('\n').filter((l) => /rror|drain|Unavailable/.test(l)).slice(-20).join('\n'));
+        if (errors.length > 0) console.info(lb.output().split('\n').filter((l) => /level=(error|warn)|Receive error|draining/.test(l)).slice(-20).join('\n'));
         expect(errors.slice(0, 5)).toEqual([]);
         expect(errors.length).toBe(0);
         // Enough calls that a connection saw far more than nghttp2's 1000 resets.
