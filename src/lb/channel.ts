@@ -36,6 +36,7 @@ const CONNECT_TIMEOUT_MS = 5_000;
 
 export class H2Channel {
   private session: http2.ClientHttp2Session | undefined;
+  private drainingSession: http2.Http2Session | undefined;
   private failing = false;
   private redialMs = FIRST_REDIAL_MS;
   private redialTimer: NodeJS.Timeout | undefined;
@@ -59,6 +60,24 @@ export class H2Channel {
   /** False after the connection failed, until a redial succeeds. */
   get reachable(): boolean {
     return !this.failing;
+  }
+
+  /** True while the connection in use is one on which the runner said it drains (a new one clears it). */
+  get draining(): boolean {
+    return this.drainingSession !== undefined && this.drainingSession === this.session;
+  }
+
+  /** The runner said, on `session`, that it drains: no new call should go there while that connection lasts. */
+  markDraining(session: http2.Http2Session | undefined): void {
+    if (session && session === this.session) this.drainingSession = session;
+  }
+
+  /**
+   * Dials the runner now rather than at the first call, so that `reachable`
+   * tells the truth before any call (the LB's readiness asks it).
+   */
+  open(): void {
+    if (!this.closed) this.connect();
   }
 
   /**
@@ -118,6 +137,9 @@ export class H2Channel {
       clearInterval(keepalive);
       // A connection that never came up is a runner that cannot be reached now.
       if (!connected) this.fail();
+      // One that was up and ended (the runner retired it, restarted, or died): dialed again in the
+      // background, so that a runner that is gone shows as unreachable without a call failing first.
+      else this.redialSoon();
     });
     session.once('goaway', (code: number, _lastStreamId: number, data?: Buffer) => {
       // The runner is closing this connection (draining, or restarting): new calls get a new one, and this
@@ -130,6 +152,17 @@ export class H2Channel {
       }
     });
     return session;
+  }
+
+  /** Dials again after the first redial pause, unless a connection exists by then; a failure there is fail()'s. */
+  private redialSoon(): void {
+    if (this.closed || this.redialTimer) return;
+    this.redialTimer = setTimeout(() => {
+      this.redialTimer = undefined;
+      if (this.closed || (this.session && !this.session.destroyed)) return;
+      this.connect();
+    }, FIRST_REDIAL_MS);
+    this.redialTimer.unref();
   }
 
   /** The connection failed: unreachable until the background redial gets through. */

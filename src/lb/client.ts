@@ -21,7 +21,7 @@ import { PassThrough } from 'node:stream';
 import type { CallResponse, RawHeaders } from '../agent/index.js';
 import { triggerAnswer } from '../agent/protocol/trigger.js';
 import { remoteError, type Call } from '../models/index.js';
-import { LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, roomFromRefusal, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
+import { DRAINING_HEADER, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, roomFromRefusal, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
 import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MAX_MESSAGE_BYTES, MessageReader, STATUS_PATH } from '../runner/wire.js';
 import { H2Channel, type ChannelTls } from './channel.js';
 
@@ -132,11 +132,17 @@ export class RunnerClient {
     this.graceMs = options.graceMs ?? 10_000;
     // The proto is read now, not on the first call.
     loadWire();
+    this.channel.open();
   }
 
   /** True when the runner is connected or may be (no failed connection since it last answered). */
   get reachable(): boolean {
     return this.channel.reachable;
+  }
+
+  /** True while the runner drains (an fnts runner said so when it refused a call): place nothing here. */
+  get draining(): boolean {
+    return this.channel.draining;
   }
 
   /** Tries to run a call on this runner (see Attempt). Never rejects. */
@@ -151,6 +157,8 @@ export class RunnerClient {
     }
     return new Promise<Attempt>((resolve) => {
       let accepted = false;
+      /** The runner's response headers said it drains (fnts runners, on refusals). */
+      let drains = false;
       let decided = false;
       /** A CallFinished arrived, or the stream is over. */
       let ended = false;
@@ -232,6 +240,7 @@ export class RunnerClient {
           settleFinished(f);
           if (!decided && !resultStart && !f.success && f.errorCode === 503 && f.startedAt === '') {
             decided = true;
+            if (drains) this.channel.markDraining(stream.session);
             resolve({ kind: 'refused', reason: f.errorStr || 'runner too busy', roomMs: roomFromRefusal(f) });
             return;
           }
@@ -254,6 +263,7 @@ export class RunnerClient {
         const status = Number(headers[h2.HTTP2_HEADER_STATUS]);
         if (status !== 200) broken = { code: status === 503 || status === 502 || status === 504 ? GrpcStatus.UNAVAILABLE : GrpcStatus.UNKNOWN, details: `the runner answered HTTP ${status}` };
         else accepted = true;
+        drains = headers[DRAINING_HEADER] === '1';
       });
       stream.on('data', (chunk: Buffer) => {
         try {

@@ -222,16 +222,21 @@ export class LbAgent implements Invoker {
         const attempt = await runner.client.engage(request, { wantLog: this.wantLog, makeRoom });
         this.tell((l) => l.onAttempt?.(call.fn.fnId, runner.address, attempt.kind));
         if (attempt.kind === 'committed') {
-          runner.reached();
+          this.reached(runner);
           this.tell((l) => l.onPlaced?.(call.fn.fnId, runner.address, attempts, performance.now() - t0));
           return { attempt, runner };
         }
         runner.release();
         if (attempt.kind === 'failed') {
-          runner.failed();
-          this.log.warn({ runner: runner.address, reason: attempt.reason }, 'runner unreachable: held down, its calls go to the others');
-        } else runner.reached();
+          // One line when it goes down, not one per call: a runner that is gone fails every attempt.
+          if (runner.failed()) this.log.warn({ runner: runner.address, reason: attempt.reason }, 'runner unreachable: held down, its calls go to the others');
+        } else this.reached(runner);
         this.o.placer.report(call.fn.fnId, runner, attempt.kind === 'refused' ? { kind: 'refused', roomMs: attempt.roomMs } : { kind: 'failed' });
+      }
+      // No runner can be reached at all: waiting for the call's timeout would only hold the caller.
+      if (runners.length > 0 && runners.every((r) => !r.client.reachable)) {
+        this.tell((l) => l.onUnplaced?.(call.fn.fnId));
+        throw noRunnerReachable(runners);
       }
       if (performance.now() + pause > deadline) {
         this.tell((l) => l.onUnplaced?.(call.fn.fnId));
@@ -294,6 +299,12 @@ export class LbAgent implements Invoker {
     this.each(this.o.listeners, 'placement', fn);
   }
 
+  /** `runner` answered an attempt; if it was down, that is told once, with how many attempts failed meanwhile. */
+  private reached(runner: Runner): void {
+    const missed = runner.reached();
+    if (missed > 0) this.log.info({ runner: runner.address, failedAttempts: missed }, 'runner reachable again: calls are placed on it');
+  }
+
   private done(handle: LbCall): void {
     handle.release();
     this.calls.delete(handle);
@@ -310,6 +321,14 @@ export class LbAgent implements Invoker {
     if (this.calls.size > 0) await new Promise<void>((resolve) => (this.idle = resolve));
     await this.o.pool.close();
   }
+}
+
+/** 503 for a call no runner can take because none can be reached (each connection attempt failed). */
+function noRunnerReachable(runners: readonly Runner[]): ApiError {
+  return new ApiError(E.ServiceUnavailable, {
+    message: `no runner is reachable (${runners.map((r) => r.address).join(', ')}): calls cannot be placed until one answers`,
+    headers: { 'Retry-After': '1' },
+  });
 }
 
 /** The caller's W3C trace context, carried in the Engage stream's metadata too. */

@@ -27,7 +27,7 @@ import type { CapacitySnapshot, PoolManagerApi } from './npm-client.js';
 const MAX_DOWN_MS = 5_000;
 
 /** What a pool and the LB use of a runner's client (RunnerClient; a small double in unit tests). */
-export type RunnerConnection = Pick<RunnerClient, 'address' | 'reachable' | 'engage' | 'close'>;
+export type RunnerConnection = Pick<RunnerClient, 'address' | 'reachable' | 'engage' | 'close'> & Partial<Pick<RunnerClient, 'draining'>>;
 
 /** A runner as the LB tracks it: the placer's view, plus its client, failure backoff and drain. */
 export class Runner implements RunnerView {
@@ -44,7 +44,7 @@ export class Runner implements RunnerView {
   }
 
   /**
-   * Not leaving, not held down, and its channel reachable (no failed
+   * Not leaving, not held down, not draining (the runner said so), and its channel reachable (no failed
    * connection since the runner last answered). Counting calls on an
    * unreachable channel as failures would double the hold-down while the
    * channel's own redial runs, and a restarted runner would wait for both.
@@ -53,7 +53,7 @@ export class Runner implements RunnerView {
    * connection.
    */
   get up(): boolean {
-    return !this.leaving && this.downUntil <= performance.now() && this.client.reachable;
+    return !this.leaving && this.downUntil <= performance.now() && this.client.reachable && this.client.draining !== true;
   }
 
   /** Out of its pool: no new call may be placed on it (checked just before each attempt). */
@@ -66,14 +66,19 @@ export class Runner implements RunnerView {
     return this.shut;
   }
 
-  failed(): void {
+  /** An attempt could not reach it: held down for a while. True when it was reached until now (a change to tell). */
+  failed(): boolean {
     this.failures++;
     this.downUntil = performance.now() + Math.min(MAX_DOWN_MS, 100 * 2 ** (this.failures - 1));
+    return this.failures === 1;
   }
 
-  reached(): void {
+  /** It answered: up again. Answers the failed attempts since it last answered (0: it was not down). */
+  reached(): number {
+    const missed = this.failures;
     this.failures = 0;
     this.downUntil = 0;
+    return missed;
   }
 
   /** A call is being tried, or runs, on it. */

@@ -1,6 +1,6 @@
 import { loadSync } from '@grpc/proto-loader';
 import * as grpc from '@grpc/grpc-js';
-import { connect, constants as h2 } from 'node:http2';
+import { connect, constants as h2, type ClientHttp2Session } from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcH2Server, unary, type GrpcServerCall } from './h2-server.js';
 import { RUNNER_PROTO_PATH, runnerStatusMessage, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
@@ -125,5 +125,56 @@ describe('the runner gRPC server on node:http2', () => {
     expect(trailers['grpc-status']).toBe(String(GrpcStatus.DEADLINE_EXCEEDED));
     expect(cancelled).toBe(true);
     session.close();
+  });
+
+  it("keeps every call of a client that resets each stream it finished (grpc-go, Fn's LB): past nghttp2's 1000 resets the connection is retired with a shutdown notice, never cut", async () => {
+    server = new GrpcH2Server({ maxMessageBytes: 1024, methods: new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => call.end(encodeRunnerMsg({ data: { data: Buffer.from('ok'), eof: true } })))]]) });
+    const port = await server.listen('127.0.0.1', 0);
+    // As grpc-go: after a GOAWAY, new streams go on a new connection; those in flight stay where they are.
+    const goaways: Array<{ code: number; lastStreamId: number }> = [];
+    const opened: ClientHttp2Session[] = [];
+    let session!: ClientHttp2Session;
+    const dial = (): void => {
+      const s = connect(`http://127.0.0.1:${port}`);
+      opened.push(s);
+      s.on('error', () => undefined);
+      s.on('goaway', (code: number, lastStreamId: number) => {
+        goaways.push({ code, lastStreamId });
+        if (session === s) dial();
+      });
+      session = s;
+    };
+    dial();
+    /** One call as grpc-go makes it: the request without END_STREAM, and RST_STREAM(NO_ERROR) once the trailers came. */
+    const engage = (): Promise<'ok' | string> =>
+      new Promise((resolve) => {
+        const stream = session.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers' }, { endStream: false });
+        let status: string | undefined;
+        stream.on('trailers', (t) => {
+          status = String(t['grpc-status']);
+          stream.close(h2.NGHTTP2_NO_ERROR);
+        });
+        stream.on('error', () => undefined);
+        stream.on('close', () => resolve(status === '0' ? 'ok' : `closed with grpc-status ${status}, rst ${stream.rstCode}`));
+        stream.write(encodeClientMsg({ try: { models_call_json: '{}', slot_hash_id: '', extensions: {} } }));
+        stream.resume();
+      });
+    const CALLS = 2500;
+    const results: string[] = [];
+    let next = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next++ < CALLS) results.push(await engage());
+      }),
+    );
+    const ms = performance.now() - t0;
+    for (const s of opened) s.close();
+    expect(results.filter((r) => r !== 'ok')).toEqual([]);
+    expect(results.length).toBe(CALLS);
+    // Far faster than nghttp2 refills (33 a second): without the notices the connection was cut after ~1000.
+    expect(CALLS / (ms / 1000)).toBeGreaterThan(200);
+    expect(goaways.length).toBeGreaterThanOrEqual(2);
+    expect(goaways.every((g) => g.code === h2.NGHTTP2_NO_ERROR && g.lastStreamId === 2 ** 31 - 1)).toBe(true);
   });
 });

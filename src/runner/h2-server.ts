@@ -17,6 +17,7 @@
  */
 import { constants as h2, createSecureServer, createServer, type Http2Server, type Http2Session, type IncomingHttpHeaders, type SecureServerOptions, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { SessionRecycler, type RecycleOptions } from './recycle.js';
 import { encodeGrpcMessage, GrpcStatus, MessageReader, parseGrpcTimeout } from './wire.js';
 
 export interface ServerTls {
@@ -121,15 +122,15 @@ export class GrpcServerCall {
     return !this.ended && !this.stream.closed && !this.stream.destroyed;
   }
 
-  /** Sends the response headers (once; `write` and `end` send them if not sent). */
-  respond(): void {
+  /** Sends the response headers (once; `write` and `end` send them if not sent), with `extra` metadata. */
+  respond(extra: Record<string, string> = {}): void {
     if (this.responded || !this.open) return;
     this.responded = true;
     this.stream.once('wantTrailers', () => {
       // The stream can be reset between asking for trailers and this: Node throws then.
       if (!this.stream.closed && !this.stream.destroyed) safely(() => this.stream.sendTrailers(this.trailers));
     });
-    safely(() => this.stream.respond(GRPC_HEADERS, { waitForTrailers: true }));
+    safely(() => this.stream.respond({ ...GRPC_HEADERS, ...extra }, { waitForTrailers: true }));
   }
 
   /** Writes framed messages; resolves once the stream takes more (undefined: it can now). */
@@ -214,11 +215,14 @@ export interface GrpcServerOptions {
   readonly onError?: (err: Error) => void;
   /** Methods by path (`/Service/Method`); any other path answers UNIMPLEMENTED. */
   readonly methods: ReadonlyMap<string, GrpcHandler>;
+  /** How each connection estimates its peer's resets (runner/recycle.ts); nghttp2's limits by default. */
+  readonly recycle?: RecycleOptions;
 }
 
 export class GrpcH2Server {
   private readonly server: Http2Server;
-  private readonly sessions = new Set<Http2Session>();
+  /** Each open connection, with its estimate of the resets its peer will send. */
+  private readonly sessions = new Map<Http2Session, SessionRecycler>();
 
   constructor(private readonly o: GrpcServerOptions) {
     // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, base64), and for many calls' frames at once.
@@ -227,7 +231,7 @@ export class GrpcH2Server {
       ? (createSecureServer({ ...base, ca: o.tls.ca, key: o.tls.key, cert: o.tls.cert, requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] } satisfies SecureServerOptions) as unknown as Http2Server)
       : createServer(base);
     this.server.on('session', (session: Http2Session) => {
-      this.sessions.add(session);
+      this.sessions.set(session, new SessionRecycler(session, o.recycle));
       session.on('error', () => undefined);
       session.once('close', () => this.sessions.delete(session));
     });
@@ -235,6 +239,7 @@ export class GrpcH2Server {
     this.server.on('tlsClientError', () => undefined);
     this.server.on('sessionError', () => undefined);
     this.server.on('stream', (stream, headers) => {
+      if (stream.session) this.sessions.get(stream.session)?.watch(stream);
       try {
         this.route(stream, headers);
       } catch (err) {
@@ -259,7 +264,8 @@ export class GrpcH2Server {
   }
 
   /**
-   * Stops taking connections and tells clients (GOAWAY); calls in flight get
+   * Stops taking connections and retires each open one (runner/recycle.ts:
+   * no stream a client already sent is refused); calls in flight get
    * `graceMs`, then their streams and connections are cut.
    */
   close(graceMs = 1000): Promise<void> {
@@ -269,14 +275,14 @@ export class GrpcH2Server {
         return;
       }
       const force = setTimeout(() => {
-        for (const s of this.sessions) s.destroy();
+        for (const s of this.sessions.keys()) s.destroy();
       }, graceMs);
       force.unref();
       this.server.close(() => {
         clearTimeout(force);
         resolve();
       });
-      for (const s of this.sessions) if (!s.closed) s.close();
+      for (const recycler of this.sessions.values()) recycler.retire();
     });
   }
 

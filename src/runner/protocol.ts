@@ -113,6 +113,14 @@ export const LOG_EXTENSION = 'fnts-log';
 export const MAKE_ROOM_EXTENSION = 'fnts-make-room';
 export const LOG_TRAILER = 'fnts-log-bin';
 
+/**
+ * fnts's extension: a runner that drains refuses calls with this response
+ * header set to '1', and an fnts LB places nothing more on that connection
+ * (its Status says `draining` too). Fn's LB ignores it and places the
+ * refused call elsewhere, as for any refusal.
+ */
+export const DRAINING_HEADER = 'fnts-draining';
+
 /** A call's body goes in frames of at most this many bytes (well under gRPC's 4 MiB message limit). */
 export const MAX_FRAME_BYTES = 64 * 1024;
 

@@ -26,7 +26,7 @@ import { sameName, type CallResponse, type Invoker } from '../agent/index.js';
 import { encodeTriggerAnswer, undecorateTrigger } from '../agent/protocol/trigger.js';
 import { ApiError, callFromJson, E, type Call, type CallFn } from '../models/index.js';
 import { GrpcH2Server, unary, type GrpcServerCall, type ServerTls } from './h2-server.js';
-import { finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, runnerStatusMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg } from './protocol.js';
+import { DRAINING_HEADER, finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, runnerStatusMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg } from './protocol.js';
 import { CONFIGURE_PATH, decodeClientMsg, encodeEmpty, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, MAX_MESSAGE_BYTES, STATUS2_PATH, STATUS_PATH } from './wire.js';
 
 export interface RunnerServerOptions {
@@ -211,6 +211,8 @@ export class RunnerServer {
     }
     if (this.draining) {
       this.counted('refused');
+      // The LB is told this runner drains, not only that it is full: an fnts LB stops placing calls here.
+      stream.respond({ [DRAINING_HEADER]: '1' });
       this.finish(stream, [], refusalMessage(call.id, 503, E.CallTimeoutServerBusy.message));
       return;
     }

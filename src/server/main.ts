@@ -17,7 +17,7 @@ import { CallRecorder, type CallRecorderOptions } from './records.js';
 import { SyslogForwarder } from './syslog.js';
 import { QueueIntake } from './detached.js';
 import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
-import { datastoreCheck, engineCheck, queueCheck } from './probes.js';
+import { datastoreCheck, engineCheck, queueCheck, runnersCheck } from './probes.js';
 import { buildServer, VERSION } from './server.js';
 import { Metrics, startTracing, type HealthCheck, type Tracing } from '../telemetry/index.js';
 import { readFileSync } from 'node:fs';
@@ -276,7 +276,8 @@ const ROLES: Record<NodeType, Wiring> = {
     }
     const invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes, ...(detached ? { detached } : {}) });
     logger.info({ ...(fleet.npmAddress !== undefined ? { npm: fleet.npmAddress } : { runners: fleet.runnerAddresses }), placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
-    return { invoke, invoker, ...(recorder ? { recorder } : {}), ...(workers ? { workers } : {}) };
+    // Ready while a runner can be reached: a load balancer in front sends its callers elsewhere meanwhile.
+    return { invoke, invoker, checks: [runnersCheck(pool)], ...(recorder ? { recorder } : {}), ...(workers ? { workers } : {}) };
   },
   /**
    * The pool manager: LBs advertise what each runner group needs

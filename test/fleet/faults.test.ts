@@ -231,6 +231,51 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
     console.info(`drain: the runner restarted in ${startMs} ms; the LB placed a call on it ${backMs} ms after it listened`);
   }, 60_000);
 
+  it('SIGTERM of a runner under load loses nothing: 12 callers of ~100 ms calls, 3 runs, every call answers 200 and runs once', async () => {
+    const WORKERS = 12;
+    const TERM_AT_MS = 600;
+    const figures: string[] = [];
+    for (let run = 0; run < 3; run++) {
+      // Each run stops the other runner, so both are tried and each comes back warm.
+      const slot = runners[run % 2]!;
+      const other = runners[(run + 1) % 2]!;
+      const stopped = slot.proc;
+      const fromStopped = stopped.output().length;
+      const fromOther = other.proc.output().length;
+      const answers: Answer[] = [];
+      let exitedAt = 0;
+      const t0 = performance.now();
+      const worker = async (w: number): Promise<void> => {
+        // Calls go on until the runner has exited and a little past it, so calls land on every phase of its drain.
+        for (let i = 0; exitedAt === 0 || performance.now() - exitedAt < 200; i++) {
+          if (performance.now() - t0 > 20_000) break;
+          answers.push(await call(lbUrl(), fnId, `term${run}-${w}-${i}`, 80 + Math.floor(Math.random() * 40)));
+        }
+      };
+      const load = Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
+      await new Promise((r) => setTimeout(r, TERM_AT_MS));
+      const exited = stopped.stop('SIGTERM');
+      const mark = (): void => void (exitedAt = performance.now());
+      exited.then(mark, mark);
+      const termAt = performance.now();
+      expect(await exited).toBe(0);
+      await load;
+      const ok = answers.filter((x) => x.status === 200);
+      const failed = answers.filter((x) => x.status !== 200);
+      const seconds = (performance.now() - t0) / 1000;
+      figures.push(`run ${run + 1}: ${ok.length}/${answers.length} answered 200, ${failed.length} errors, ${(answers.length / seconds).toFixed(0)} calls/s, SIGTERM to exit ${Math.round(exitedAt - termAt)} ms`);
+      expect(failed.map((x) => [x.status, typeof x.body === 'object' ? x.body.message : x.body])).toEqual([]);
+      for (const x of ok) expect(x.body.token).toBe(x.token);
+      // Every call ran once, on one runner or the other.
+      const ran = ranCounts(stopped.output().slice(fromStopped), other.proc.output().slice(fromOther));
+      expect(ranCounts(stopped.output().slice(fromStopped)).size).toBeGreaterThan(0);
+      for (const x of ok) expect(ran.get(x.token)).toBe(1);
+      expect(await containersOfOwner(ownerOf(slot.dbUrl))).toEqual([]);
+      await restartRunner(slot);
+    }
+    console.info(`SIGTERM under load:\n  ${figures.join('\n  ')}`);
+  }, 90_000);
+
   it('SIGKILL of a runner under load: at least 90% of the calls answer 200, none runs twice, and the LB uses the restarted runner again', async () => {
     const [a, b] = runners as [RunnerSlot, RunnerSlot];
     const WORKERS = 8;
@@ -280,6 +325,47 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
     const { startMs, backMs } = await restartRunner(a);
     expect(await ofKilled()).toBe(0);
     console.info(`kill: the runner restarted in ${startMs} ms (removing the killed one's containers); the LB placed a call on it ${backMs} ms after it listened`);
+  }, 60_000);
+
+  it('an LB that reaches no runner says so: /ready 503, calls answer 503 at once naming the cause, one log line per runner state change; ready again once a runner listens', async () => {
+    const [deadA, deadB] = await Promise.all([freePort(), freePort()]);
+    const lonely = await startFnts({ ...lbEnv, FN_PORT: '0', FN_RUNNER_ADDRESSES: `127.0.0.1:${deadA},127.0.0.1:${deadB}` });
+    try {
+      const ready = async (): Promise<{ status: number; body: any }> => {
+        const res = await fetch(`${lonely.url}/ready`);
+        return { status: res.status, body: await res.json() };
+      };
+      // The LB dials its runners at start: it knows before any call that none answers.
+      expect(await eventually(async () => (await ready()).status === 503, 5000, 50)).toBe(true);
+      expect((await ready()).body).toMatchObject({ status: 'not ready', checks: { runners: expect.stringMatching(/no runner is reachable/) } });
+
+      const t0 = performance.now();
+      const answers: Answer[] = [];
+      for (let i = 0; i < 20; i++) answers.push(await call(lonely.url, fnId, `lonely-${i}`, 0));
+      const perCallMs = (performance.now() - t0) / answers.length;
+      expect(answers.map((x) => x.status)).toEqual(answers.map(() => 503));
+      expect(answers[0]!.body.message).toMatch(/no runner is reachable/);
+      // Fast: not the fn's 10 s timeout (Fn's and the old answer: 503 Timed out - server too busy after it).
+      expect(perCallMs).toBeLessThan(500);
+      const unreachableLines = (): number => lonely.output().split('\n').filter((l) => l.includes('runner unreachable')).length;
+      expect(unreachableLines()).toBeLessThanOrEqual(2);
+
+      // A runner comes up on one of the addresses: ready again, calls placed, and that said once with a count.
+      const slot = { name: 'late', grpcPort: deadA, dbUrl: `sqlite3://${join(dir, 'late', 'fn.db')}` };
+      const late = await startRunner(slot);
+      try {
+        expect(await eventually(async () => (await ready()).status === 200, 5000, 50)).toBe(true);
+        expect(await call(lonely.url, fnId, 'lonely-back', 0)).toMatchObject({ status: 200, body: { token: 'lonely-back' } });
+        expect(unreachableLines()).toBeLessThanOrEqual(2);
+        expect(lonely.output()).toMatch(/"failedAttempts":\d+.*runner reachable again/);
+        console.info(`no runner: ${answers.length} calls answered 503 in ${Math.round(perCallMs)} ms each; ${unreachableLines()} "runner unreachable" lines`);
+      } finally {
+        expect(await late.stop('SIGTERM')).toBe(0);
+        rmSync(iofsPath(slot.name), { recursive: true, force: true });
+      }
+    } finally {
+      expect(await lonely.stop('SIGTERM')).toBe(0);
+    }
   }, 60_000);
 
   it('an LB restarts cleanly: SIGTERM when idle exits 0 and a new one serves at once; a call in flight at SIGTERM completes', async () => {
