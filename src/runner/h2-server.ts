@@ -16,7 +16,7 @@
  * (grpc-timeout) cancels the call.
  */
 import { constants as h2, createSecureServer, createServer, type Http2Server, type Http2Session, type IncomingHttpHeaders, type SecureServerOptions, type ServerHttp2Stream } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { SessionRecycler, type RecycleOptions } from './recycle.js';
 import { encodeGrpcMessage, GrpcStatus, MessageReader, parseGrpcTimeout } from './wire.js';
 
@@ -223,6 +223,7 @@ export class GrpcH2Server {
   private readonly server: Http2Server;
   /** Each open connection, with its estimate of the resets its peer will send. */
   private readonly sessions = new Map<Http2Session, SessionRecycler>();
+  private readonly sockets = new Set<Socket>();
 
   constructor(private readonly o: GrpcServerOptions) {
     // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, base64), and for many calls' frames at once.
@@ -230,6 +231,12 @@ export class GrpcH2Server {
     this.server = o.tls
       ? (createSecureServer({ ...base, ca: o.tls.ca, key: o.tls.key, cert: o.tls.cert, requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] } satisfies SecureServerOptions) as unknown as Http2Server)
       : createServer(base);
+    // The raw connections too: a destroyed session still waits for its socket's
+    // writes to drain, which a peer that stopped reading never lets happen.
+    this.server.on(o.tls ? 'secureConnection' : 'connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
     this.server.on('session', (session: Http2Session) => {
       this.sessions.set(session, new SessionRecycler(session, o.recycle));
       session.on('error', () => undefined);
@@ -276,6 +283,7 @@ export class GrpcH2Server {
       }
       const force = setTimeout(() => {
         for (const s of this.sessions.keys()) s.destroy();
+        for (const socket of this.sockets) socket.destroy();
       }, graceMs);
       force.unref();
       this.server.close(() => {
