@@ -139,6 +139,7 @@ describe('compileConfig', () => {
       [{ FNTS_MIN_RUNNERS: '5', FNTS_MAX_RUNNERS: '2' }, 'FNTS_MIN_RUNNERS=5 is more than FNTS_MAX_RUNNERS=2'],
       [{ FNTS_POOL_IOFS_PATH: '/tmp/a/very/long/folder/for/the/runners/sockets' }, 'is too long for the runners\' unix sockets'],
       [{ FNTS_PREDICTOR: 'oracle' }, 'FNTS_PREDICTOR=oracle is not supported; use one of: conservative, forecast'],
+      [{ FN_IOFS_PATH: `/tmp/${'x'.repeat(56)}` }, 'is too long for unix sockets (at most 60 bytes)'],
     ])('refuses %o, saying what to do', (env, message) => {
       expect(() => compileConfig(env, dir)).toThrow(message);
     });

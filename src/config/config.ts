@@ -317,9 +317,9 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
   if (containerTag !== undefined && !/^[A-Za-z0-9_.-]{1,63}$/.test(containerTag)) {
     throw new ConfigError(`FN_CONTAINER_LABEL_TAG=${containerTag} is not a valid label value; use up to 63 letters, digits, '.', '_' or '-'`);
   }
-  // Socket paths are limited to 107 bytes: <iofs>/<26-char id>/lsnr.sock must fit.
-  if (Buffer.byteLength(iofsPath) + 38 > 107) {
-    throw new ConfigError(`FN_IOFS_PATH=${iofsPath} is too long for unix sockets (at most 69 bytes); use a shorter folder, e.g. /tmp/fnts`);
+  // Socket paths are limited to 107 bytes: <iofs>/<8-char instance>/<26-char id>/lsnr.sock must fit (agent/owner.ts).
+  if (Buffer.byteLength(iofsPath) + 47 > 107) {
+    throw new ConfigError(`FN_IOFS_PATH=${iofsPath} is too long for unix sockets (at most 60 bytes); use a shorter folder, e.g. /tmp/fnts`);
   }
   const maxBytes = Number.MAX_SAFE_INTEGER;
   const nodeType = oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full');
