@@ -13,9 +13,8 @@
  * close() refuses new calls, lets running ones finish and removes every
  * container this agent started.
  */
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Driver } from '../drivers/index.js';
 import { ApiError, E, type Call, type CallOutcome, type ChangeFeed, type ResourceChange } from '../models/index.js';
@@ -27,7 +26,7 @@ import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
 import type { HotContainer } from './hot.js';
 import type { Invoker, RunningCall } from './invoker.js';
-import { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, TAG_LABEL } from './owner.js';
+import { claimSocketFolder, INSTANCE_LABEL, instanceAlive, OWNER_LABEL, socketFolder, sweepSocketFolders, TAG_LABEL } from './owner.js';
 import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
 import { ContainerStates, type ContainerListener } from './events.js';
 import type { CallSpans } from './spans.js';
@@ -113,6 +112,8 @@ export class Agent implements Invoker, PoolHost {
   readonly clock: Clock;
   readonly log: Logger;
   readonly logger: Logger;
+  /** This process's folder for its containers' socket folders, under FN_IOFS_PATH (owner.ts); made by start(). */
+  readonly socketFolder: string;
   private readonly pools = new Map<string, SlotPool>();
   private readonly containers = new Set<HotContainer>();
   private readonly cold = new Map<string, () => Promise<void> | undefined>();
@@ -138,6 +139,7 @@ export class Agent implements Invoker, PoolHost {
     this.clock = o.clock ?? realClock;
     this.logger = o.logger;
     this.log = o.logger.child({ module: 'agent' });
+    this.socketFolder = socketFolder(o.config.iofsPath, o.config.instance);
     // Every container start (and every call abandoned while running) listens
     // to these for as long as it lasts: many at once is normal, not a leak.
     setMaxListeners(0, this.stop.signal, this.cut.signal);
@@ -160,34 +162,39 @@ export class Agent implements Invoker, PoolHost {
     return this.cut.signal;
   }
 
+  /**
+   * Removes what earlier instances of this owner that are dead left behind
+   * (their containers, their socket folders) and makes this process's
+   * socket folder; must run before calls. Socket folders come first: they
+   * need no engine, so a server started while the engine is down still
+   * cleans them. Rejects when the engine does not answer.
+   */
   async start(): Promise<void> {
     const { owner, instance, iofsPath: iofsRoot } = this.o.config;
     const isAlive = this.o.isInstanceAlive ?? instanceAlive;
+    await claimSocketFolder(iofsRoot, instance);
+    const swept = await sweepSocketFolders(iofsRoot, instance, isAlive);
+    if (swept.removed > 0) this.log.info({ removed: swept.removed }, 'removed socket folders left by earlier instances that died');
+    for (const f of swept.failed) this.log.warn({ folder: f.path, reason: f.reason }, 'could not remove the socket folder of an instance that died; remove it by hand');
     const others = new Map<string, boolean | undefined>();
-    const keep = new Set<string>();
     const removed = await this.o.driver.removeContainers({ [OWNER_LABEL]: owner }, (c) => {
       const of = c.labels[INSTANCE_LABEL] ?? '';
       if (of === instance) return false;
       if (!others.has(of)) others.set(of, of === '' ? false : isAlive(of));
       // Only a provably dead instance's containers go.
-      if (others.get(of) === false) return true;
-      keep.add(c.specId.toLowerCase());
-      return false;
+      return others.get(of) === false;
     });
     if (removed > 0) this.log.info({ removed }, 'removed containers left by an earlier instance');
+    let othersLive = false;
     for (const [of, alive] of others) {
-      if (alive !== false) this.log.warn({ instance: of }, 'another fnts server (shown as host/pid/start) uses this data directory: its containers are left alone');
+      if (alive === false) continue;
+      othersLive = true;
+      this.log.warn({ instance: of }, 'another fnts server (shown as host/pid/start) uses this data directory: its containers are left alone');
     }
-    await mkdir(iofsRoot, { recursive: true });
-    // Folders of containers that are gone. A folder younger than a minute
-    // may belong to a container another live instance is creating right now.
-    const now = Date.now();
-    for (const entry of await readdir(iofsRoot)) {
-      if (keep.has(entry)) continue;
-      const path = join(iofsRoot, entry);
-      const info = await stat(path).catch(() => undefined);
-      if (info && (others.size === 0 || now - info.mtimeMs > 60_000)) await rm(path, { recursive: true, force: true });
-    }
+    // Folders of earlier fnts versions (one per container, directly under
+    // the root) say nothing of their instance: removed only when no other
+    // server has containers here.
+    if (!othersLive) await Promise.all(swept.unowned.map((path) => rm(path, { recursive: true, force: true }).catch(() => undefined)));
   }
 
   /** Adds a listener of every call (see CallListener's rules) and, if it listens to them, of containers' states. */
@@ -372,6 +379,7 @@ export class Agent implements Invoker, PoolHost {
       await this.driver
         .removeContainers({ [OWNER_LABEL]: this.config.owner, [INSTANCE_LABEL]: this.config.instance })
         .catch((err: unknown) => this.log.warn({ err }, 'could not list this server\'s containers to remove them'));
+      await rm(this.socketFolder, { recursive: true, force: true }).catch((err: unknown) => this.log.warn({ err, folder: this.socketFolder }, 'could not remove this server\'s socket folder'));
       await this.driver.close();
     })();
     return this.closed;

@@ -76,6 +76,8 @@ export interface PoolHost {
   readonly driver: Driver;
   readonly resources: ResourceTracker;
   readonly config: AgentConfig;
+  /** Where this process's containers get their socket folders (owner.ts). */
+  readonly socketFolder: string;
   readonly clock: Clock;
   readonly log: Logger;
   /** The server's logger, for containers' output (at info, paced per container). */
@@ -254,7 +256,7 @@ export class SlotPool {
         tokenMs,
         driver: host.driver,
         token,
-        dir: join(host.config.iofsPath, id),
+        dir: join(host.socketFolder, id),
         labels: host.labels(spec),
         output: new ContainerOutput(host.logger, host.clock, spec, id),
         log: host.log,

@@ -116,6 +116,16 @@ describe('compileConfig', () => {
       expect(k8s.k8sApiUrl).toBeUndefined();
       expect(k8s.k8sNamespace).toBe('fn');
       expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', FNTS_K8S_API_URL: 'https://k8s:6443/' }, dir).pool.k8sApiUrl).toBe('https://k8s:6443');
+      // The engine of the docker and swarm planes: DOCKER_HOST, as docker's own client reads it.
+      expect(p.engine).toEqual({ kind: 'unix', path: '/var/run/docker.sock' });
+      const engine = (DOCKER_HOST: string, more: Record<string, string> = {}) => compileConfig({ FN_NODE_TYPE: 'poolmanager', DOCKER_HOST, ...more }, dir).pool.engine;
+      expect(engine('unix:///run/user/1000/docker.sock')).toEqual({ kind: 'unix', path: '/run/user/1000/docker.sock' });
+      expect(engine('tcp://10.0.0.5:2375')).toEqual({ kind: 'tcp', host: '10.0.0.5', port: 2375, tls: false });
+      expect(engine('tcp://[fd00::5]', { DOCKER_TLS_VERIFY: '1' })).toEqual({ kind: 'tcp', host: 'fd00::5', port: 2375, tls: true });
+      expect(engine('ssh://me@host')).toEqual({ kind: 'other', url: 'ssh://me@host' });
+      // Runner ports: the engine's choice, or a range.
+      expect(p.runnerPorts).toBeUndefined();
+      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_RUNNER_PORT_RANGE: '9200-9299' }, dir).pool.runnerPorts).toEqual({ first: 9200, last: 9299 });
       // No cluster to be found: say the three ways to give one.
       expect(() => compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBECONFIG: join(dir, 'none') }, dir)).toThrow(/needs a cluster: run the manager in a pod .*KUBECONFIG or ~\/.kube\/config\), or set FNTS_K8S_API_URL/);
     });
@@ -139,6 +149,12 @@ describe('compileConfig', () => {
       [{ FNTS_MIN_RUNNERS: '5', FNTS_MAX_RUNNERS: '2' }, 'FNTS_MIN_RUNNERS=5 is more than FNTS_MAX_RUNNERS=2'],
       [{ FNTS_POOL_IOFS_PATH: '/tmp/a/very/long/folder/for/the/runners/sockets' }, 'is too long for the runners\' unix sockets'],
       [{ FNTS_PREDICTOR: 'oracle' }, 'FNTS_PREDICTOR=oracle is not supported; use one of: conservative, forecast'],
+      [{ FNTS_RUNNER_PORT_RANGE: '9299-9200' }, 'FNTS_RUNNER_PORT_RANGE=9299-9200 is not a range of ports; use first-last, e.g. 9200-9299'],
+      [{ FNTS_RUNNER_PORT_RANGE: '9200' }, 'FNTS_RUNNER_PORT_RANGE=9200 is not a range of ports'],
+      [{ FNTS_RUNNER_PORT_RANGE: '0-10' }, 'FNTS_RUNNER_PORT_RANGE=0-10 is not a range of ports'],
+      [{ FN_NODE_TYPE: 'poolmanager', FNTS_RUNNER_PORT_RANGE: '9200-9204' }, 'FNTS_RUNNER_PORT_RANGE=9200-9204 holds 5 port(s), fewer than FNTS_MAX_RUNNERS=10; widen it or lower FNTS_MAX_RUNNERS'],
+      [{ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'swarm', FNTS_RUNNER_PORT_RANGE: '9200-9299' }, 'FNTS_RUNNER_PORT_RANGE applies to the docker control plane only'],
+      [{ FN_IOFS_PATH: `/tmp/${'x'.repeat(56)}` }, 'is too long for unix sockets (at most 60 bytes)'],
     ])('refuses %o, saying what to do', (env, message) => {
       expect(() => compileConfig(env, dir)).toThrow(message);
     });

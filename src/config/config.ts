@@ -122,6 +122,10 @@ export interface PoolSettings {
   readonly iofsPath: string;
   /** FNTS_RUNNER_PUBLISH_HOST: where runner ports are dialled (docker plane: also published; default 127.0.0.1); swarm default: each task's node address. */
   readonly publishHost: string | undefined;
+  /** FNTS_RUNNER_PORT_RANGE (unset: ports the engine picks): docker plane: the host ports runners are published on, e.g. 9200-9299. */
+  readonly runnerPorts: PortRange | undefined;
+  /** DOCKER_HOST (unix:///var/run/docker.sock): docker and swarm planes: the engine the manager talks to, and gives its runners. */
+  readonly engine: EngineAddress;
   /** FNTS_SWARM_NETWORK: swarm plane: the network LBs reach runners on (their task address, port 9190); unset: a host port on the node. */
   readonly swarmNetwork: string | undefined;
   /** FNTS_K8S_API_URL: kubernetes plane: this API server, with the service account's token; unset: the kubeconfig's cluster, or in a pod its own. */
@@ -129,6 +133,22 @@ export interface PoolSettings {
   /** FNTS_K8S_NAMESPACE (the pod's own, or default). */
   readonly k8sNamespace: string;
 }
+
+/** Host ports from `first` to `last`, both included. */
+export interface PortRange {
+  readonly first: number;
+  readonly last: number;
+}
+
+/**
+ * A Docker engine's address, as DOCKER_HOST gives it: a unix socket's path,
+ * or a tcp:// host and port. `tls`: DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is
+ * set (the client certificates live in a folder).
+ */
+export type EngineAddress =
+  | { readonly kind: 'unix'; readonly path: string }
+  | { readonly kind: 'tcp'; readonly host: string; readonly port: number; readonly tls: boolean }
+  | { readonly kind: 'other'; readonly url: string };
 
 /** How the fleet roles find each other (Fn's variables, and fnts's own for TLS and caching). */
 export interface FleetSettings {
@@ -317,9 +337,9 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
   if (containerTag !== undefined && !/^[A-Za-z0-9_.-]{1,63}$/.test(containerTag)) {
     throw new ConfigError(`FN_CONTAINER_LABEL_TAG=${containerTag} is not a valid label value; use up to 63 letters, digits, '.', '_' or '-'`);
   }
-  // Socket paths are limited to 107 bytes: <iofs>/<26-char id>/lsnr.sock must fit.
-  if (Buffer.byteLength(iofsPath) + 38 > 107) {
-    throw new ConfigError(`FN_IOFS_PATH=${iofsPath} is too long for unix sockets (at most 69 bytes); use a shorter folder, e.g. /tmp/fnts`);
+  // Socket paths are limited to 107 bytes: <iofs>/<8-char instance>/<26-char id>/lsnr.sock must fit (agent/owner.ts).
+  if (Buffer.byteLength(iofsPath) + 47 > 107) {
+    throw new ConfigError(`FN_IOFS_PATH=${iofsPath} is too long for unix sockets (at most 60 bytes); use a shorter folder, e.g. /tmp/fnts`);
   }
   const maxBytes = Number.MAX_SAFE_INTEGER;
   const nodeType = oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full');
@@ -416,10 +436,48 @@ function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
     maxProvisionPerTick: integer(env, 'FNTS_MAX_PROVISION', 20, 1, 1000),
     iofsPath,
     publishHost: read(env, 'FNTS_RUNNER_PUBLISH_HOST'),
+    runnerPorts: portRange(env, 'FNTS_RUNNER_PORT_RANGE', nodeType, controlPlane, maxRunners),
+    engine: engineAddress(env),
     swarmNetwork: read(env, 'FNTS_SWARM_NETWORK'),
     k8sApiUrl,
     k8sNamespace: namespace,
   });
+}
+
+/** DOCKER_HOST, as docker's own client reads it: unset is the local engine's socket. */
+function engineAddress(env: Env): EngineAddress {
+  const raw = read(env, 'DOCKER_HOST');
+  if (raw === undefined) return { kind: 'unix', path: '/var/run/docker.sock' };
+  if (raw.startsWith('unix://')) {
+    const path = raw.slice('unix://'.length) || '/var/run/docker.sock';
+    if (path.startsWith('/')) return { kind: 'unix', path };
+  }
+  const tcp = /^tcp:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?\/?$/.exec(raw);
+  const port = Number(tcp?.[2] ?? 2375);
+  if (tcp && port >= 1 && port <= 65535) {
+    return { kind: 'tcp', host: tcp[1]!.replace(/^\[|\]$/g, ''), port, tls: read(env, 'DOCKER_TLS_VERIFY') !== undefined || read(env, 'DOCKER_CERT_PATH') !== undefined };
+  }
+  // ssh://, npipe://, ...: the Docker driver's client takes what it can; the pool manager's planes refuse what they cannot give runners.
+  return { kind: 'other', url: raw };
+}
+
+/**
+ * FNTS_RUNNER_PORT_RANGE: `first-last`. Only the docker plane publishes
+ * runners on ports of its choosing; a range smaller than a group's most
+ * runners could never hold that group.
+ */
+function portRange(env: Env, name: string, nodeType: NodeType, plane: ControlPlaneKind, maxRunners: number): PortRange | undefined {
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  const m = /^(\d{1,5})-(\d{1,5})$/.exec(raw);
+  const first = Number(m?.[1]);
+  const last = Number(m?.[2]);
+  if (!m || first < 1 || last > 65535 || first > last) throw new ConfigError(`${name}=${raw} is not a range of ports; use first-last, e.g. 9200-9299`);
+  if (nodeType !== 'poolmanager') return { first, last };
+  if (plane !== 'docker') throw new ConfigError(`${name} applies to the docker control plane only (FNTS_CONTROL_PLANE=${plane} publishes runners its own way); unset it`);
+  const size = last - first + 1;
+  if (size < maxRunners) throw new ConfigError(`${name}=${raw} holds ${size} port(s), fewer than FNTS_MAX_RUNNERS=${maxRunners}; widen it or lower FNTS_MAX_RUNNERS`);
+  return { first, last };
 }
 
 /** host:port, with a port. */

@@ -6,6 +6,7 @@
 export type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from './datastore.js';
 export type { CallFilter, CallLogEntry, CallStore } from './calls.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
+export { DATABASE_DISK_FULL, DiskWatch, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, UnsupportedDatabaseError } from './sql/index.js';
 export type { Schema as SqlSchema } from './sql/index.js';

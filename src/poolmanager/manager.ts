@@ -26,7 +26,7 @@
  */
 import type { Logger } from 'pino';
 import type { CapacityBook } from './capacity.js';
-import type { ControlPlane, RunnerInfo } from './control-plane.js';
+import { ControlPlaneError, type ControlPlane, type RunnerInfo } from './control-plane.js';
 import { plan } from './plan.js';
 import type { DemandSample, Predictor } from './predictors.js';
 import type { StatusProbe } from './status.js';
@@ -99,6 +99,8 @@ class RunnerGroup {
   target = 0;
   /** Runners asked for that the plane does not list yet, each with when it was asked for. */
   asked: number[] = [];
+  /** What made the group's last tick fail (undefined: it went well), so that a failure is told once, not every tick. */
+  failing: string | undefined;
 
   constructor(readonly name: string) {}
 
@@ -159,9 +161,34 @@ export class PoolManager {
     for (const name of this.o.book.groups()) if (!this.groups.has(name)) this.groups.set(name, new RunnerGroup(name));
     await Promise.all(
       [...this.groups.values()].map((g) =>
-        this.tickGroup(g, now).catch((err: unknown) => this.o.log.error({ err, group: g.name }, `scaling runner group ${g.name} failed this tick; trying again next tick`)),
+        this.tickGroup(g, now).then(
+          () => this.recovered(g),
+          (err: unknown) => this.failed(g, err),
+        ),
       ),
     );
+  }
+
+  /**
+   * A group's tick failed. Ticks come every second and a failure (an image
+   * to build, an engine down) lasts until someone acts, so it is logged
+   * when it begins or changes, in words that say what to do, not every
+   * tick; the plane's own errors carry no stack (they are not bugs).
+   */
+  private failed(g: RunnerGroup, err: unknown): void {
+    const known = err instanceof ControlPlaneError;
+    const what = known ? `${err.code}: ${err.message}` : String(err);
+    if (what === g.failing) return;
+    g.failing = what;
+    const message = `scaling runner group ${g.name} fails: ${err instanceof Error ? err.message : String(err)}; trying again every tick (logged again when this changes)`;
+    if (known) this.o.log.error({ group: g.name, code: err.code }, message);
+    else this.o.log.error({ err, group: g.name }, message);
+  }
+
+  private recovered(g: RunnerGroup): void {
+    if (g.failing === undefined) return;
+    g.failing = undefined;
+    this.o.log.info({ group: g.name }, `scaling runner group ${g.name} works again`);
   }
 
   private async tickGroup(g: RunnerGroup, now: number): Promise<void> {

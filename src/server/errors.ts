@@ -8,6 +8,7 @@
  * parser raises before any handler runs (`clientErrorToHttp`).
  */
 import type { FastifyBaseLogger } from 'fastify';
+import { StorageFullError } from '../datastore/index.js';
 import { ApiError, E, routeError, type ErrorDef } from '../models/index.js';
 
 export interface HttpError {
@@ -45,7 +46,9 @@ function answer(d: ErrorDef, message = d.message): HttpError {
 
 export function toHttpError(err: unknown, log: FastifyBaseLogger): HttpError {
   if (err instanceof ApiError) {
-    if (err.status >= 500) log.error({ err, code: err.code }, 'api error');
+    // A full disk is the operator's to fix, not a bug: its words, without a stack, for each refused change.
+    if (err instanceof StorageFullError) log.warn({ code: err.code }, err.message);
+    else if (err.status >= 500) log.error({ err, code: err.code }, 'api error');
     return { status: err.status, headers: err.headers, body: { message: err.message } };
   }
   const code = (err as { code?: unknown } | null)?.code;

@@ -27,9 +27,18 @@ export function registerProbes(app: FastifyInstance, readiness: Readiness): void
   });
 }
 
-/** Every role needs its datastore: a trivial query answers. */
-export function datastoreCheck(datastore: Pick<SqlDatastore, 'ping'>): HealthCheck {
-  return { name: 'datastore', check: () => datastore.ping() };
+/**
+ * Every role needs its datastore: a trivial query answers, and its disk has
+ * room (a full one fails every change; datastore/storage.ts tells when).
+ */
+export function datastoreCheck(datastore: Pick<SqlDatastore, 'ping' | 'disk'>): HealthCheck {
+  return {
+    name: 'datastore',
+    check: async () => {
+      await datastore.ping();
+      await datastore.disk.check();
+    },
+  };
 }
 
 /** A queue of its own (Redis, FN_MQ_URL) must answer: detached calls are accepted into it. */

@@ -1,6 +1,6 @@
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
-import type { CallLogEntry, CallStore } from '../datastore/index.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { StorageFullError, type CallLogEntry, type CallStore } from '../datastore/index.js';
 import type { Call, CallFn, CallOutcome } from '../models/index.js';
 import { CallRecorder } from './records.js';
 
@@ -59,5 +59,68 @@ describe('CallRecorder', () => {
     expect(stored).toEqual(Array.from({ length: 10 }, (_, i) => `c${i}`));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ dropped: 1, msg: expect.stringContaining('dropped') });
+  });
+});
+
+describe('CallRecorder on a full disk', () => {
+  /** A store with no room until `room` is set; what it stored, in order. */
+  function fullStore() {
+    const state = { room: false, attempts: 0, stored: [] as string[] };
+    const store = {
+      insertSerialized: async (records: readonly string[]) => {
+        state.attempts++;
+        if (!state.room) throw new StorageFullError(Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }));
+        state.stored.push(...records.map((r) => JSON.parse(r).id as string));
+      },
+      prune: async () => 0,
+    } as unknown as CallStore;
+    return { store, state };
+  }
+
+  afterEach(() => vi.useRealTimers());
+
+  it('keeps the records in memory, says how many wait, tries again each second and stores them in order once there is room', async () => {
+    vi.useFakeTimers();
+    const { store, state } = fullStore();
+    const lines: Array<{ level: number; msg: string; waiting?: number }> = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const recorder = new CallRecorder({ store, log, retentionMs: 1e9, perFn: 1e9 });
+    recorder.onCallEnd(call('c0'), outcome('c0'));
+    await vi.advanceTimersByTimeAsync(100);
+    expect(state.attempts).toBe(1);
+    for (let i = 1; i <= 3; i++) recorder.onCallEnd(call(`c${i}`), outcome(`c${i}`));
+    // Nothing before the retry: a full disk is not hammered every 100 ms.
+    await vi.advanceTimersByTimeAsync(500);
+    expect(state.attempts).toBe(1);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(state.attempts).toBe(4);
+    expect(lines.filter((l) => l.level === 40).map((l) => l.msg)).toEqual([
+      "the database's disk is full: call records wait in memory until it has room (1 records and logs waiting; past 100000, new ones are dropped)",
+    ]);
+    // Ten seconds on, still full: said again, with how many wait now.
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(lines.filter((l) => l.level === 40).at(-1)).toMatchObject({ waiting: 4 });
+    state.room = true;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(state.stored).toEqual(['c0', 'c1', 'c2', 'c3']);
+    expect(lines.at(-1)!.msg).toBe('the database has room again: the call records that waited in memory are stored (4 records, 0 logs)');
+    recorder.onCallEnd(call('c4'), outcome('c4'));
+    await vi.advanceTimersByTimeAsync(100);
+    expect(state.stored).toEqual(['c0', 'c1', 'c2', 'c3', 'c4']);
+    await recorder.close();
+    expect(lines.filter((l) => /lost/.test(l.msg))).toEqual([]);
+  });
+
+  it('beyond its bound drops new records and says how many, and at shutdown says what the full disk cost', async () => {
+    const { store } = fullStore();
+    const lines: Array<{ level: number; msg: string; dropped?: number }> = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const recorder = new CallRecorder({ store, log, retentionMs: 1e9, perFn: 1e9, maxPending: 5 });
+    recorder.onCallEnd(call('c0'), outcome('c0'));
+    await recorder.flush();
+    for (let i = 1; i <= 7; i++) recorder.onCallEnd(call(`c${i}`), outcome(`c${i}`));
+    expect(lines.filter((l) => l.level === 50)).toMatchObject([{ dropped: 1, msg: "the database's disk is full and 5 call records and logs already wait in memory: new ones are dropped (1 so far)" }]);
+    await recorder.close();
+    expect(lines.at(-1)!.msg).toBe("the database's disk is still full at shutdown: the call records that waited in memory are lost (5 records, 0 logs)");
   });
 });

@@ -6,20 +6,32 @@
  *   onCallEnd / onCallLog -> buffer -> every FLUSH_MS, or at MAX_BATCH -> one transaction
  *
  * A batch takes everything buffered when its turn to be written comes, so
- * batches grow when the store is slow. Memory stays bounded: past
- * MAX_PENDING records and logs waiting, new ones are dropped and counted,
- * and the count is logged.
+ * batches grow when the store is slow. A batch the store has no room for
+ * (the database's disk is full: StorageFullError) goes back to the front
+ * of the buffer and is tried again every RETRY_MS until the disk has room:
+ *
+ *   writing ──StorageFullError──> waiting (log: how many wait) ──RETRY_MS──> writing
+ *      ^                                                                    │ stored
+ *      └──────────────────── (log: the waiting ones are stored) <───────────┘
+ *
+ * Memory stays bounded: past MAX_PENDING records and logs waiting, new ones
+ * are dropped and counted, and the count is logged. A batch the store
+ * refuses for another reason is logged and dropped: trying it again would
+ * hold up every record behind it.
  */
 import type { Logger } from 'pino';
 import type { CallListener } from '../agent/index.js';
-import type { CallLogEntry, CallStore } from '../datastore/index.js';
+import { StorageFullError, type CallLogEntry, type CallStore } from '../datastore/index.js';
 import { callRecord, type Call, type CallOutcome } from '../models/index.js';
 
 const FLUSH_MS = 100;
 const MAX_BATCH = 500;
 const PRUNE_EVERY_MS = 60_000;
 const MAX_PENDING = 100_000;
-const DROP_REPORT_MS = 10_000;
+/** How often dropped and waiting records are reported while it lasts. */
+const REPORT_MS = 10_000;
+/** How often records waiting for room are tried again. */
+const RETRY_MS = 1000;
 
 export interface CallRecorderOptions {
   /** Where records go: this node's store, or (on an LB) the API node's. */
@@ -48,6 +60,10 @@ export class CallRecorder implements CallListener {
   /** A write is queued that has not taken the buffer yet. */
   private queued = false;
   private lastDropReport = 0;
+  /** Since when the store has had no room (records wait in memory); undefined while it takes them. */
+  private waitingSince: number | undefined;
+  private lastWaitReport = 0;
+  private retry: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: CallRecorderOptions) {
     this.pruner = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
@@ -67,19 +83,27 @@ export class CallRecorder implements CallListener {
     this.schedule();
   }
 
+  private get pending(): number {
+    return this.records.length + this.logs.length + this.inFlight;
+  }
+
   /** Whether the store is so far behind that one more item would be dropped (and counted). */
   private full(): boolean {
-    if (this.records.length + this.logs.length + this.inFlight < (this.o.maxPending ?? MAX_PENDING)) return false;
+    const max = this.o.maxPending ?? MAX_PENDING;
+    if (this.pending < max) return false;
     this.dropped++;
     const now = Date.now();
-    if (now - this.lastDropReport >= DROP_REPORT_MS) {
+    if (now - this.lastDropReport >= REPORT_MS) {
       this.lastDropReport = now;
-      this.o.log.error({ dropped: this.dropped, waiting: this.o.maxPending ?? MAX_PENDING }, 'the call record store is too far behind: call records and logs are being dropped');
+      const why = this.waitingSince === undefined ? 'the call record store is too far behind' : "the database's disk is full";
+      this.o.log.error({ dropped: this.dropped, waiting: max }, `${why} and ${max} call records and logs already wait in memory: new ones are dropped (${this.dropped} so far)`);
     }
     return true;
   }
 
   private schedule(): void {
+    // Waiting for room: the retry timer writes next.
+    if (this.waitingSince !== undefined) return;
     if (this.records.length + this.logs.length >= MAX_BATCH) {
       void this.flush();
       return;
@@ -110,11 +134,43 @@ export class CallRecorder implements CallListener {
     this.inFlight += records.length + logs.length;
     try {
       await this.o.store.insertSerialized(records, logs);
+      if (this.waitingSince !== undefined) {
+        this.waitingSince = undefined;
+        this.o.log.info({ records: records.length, logs: logs.length }, `the database has room again: the call records that waited in memory are stored (${records.length} records, ${logs.length} logs)`);
+        // What came in while this batch was written waited for it.
+        if (this.records.length + this.logs.length > 0) this.schedule();
+      }
     } catch (err) {
-      this.o.log.error({ err, records: records.length, logs: logs.length }, 'could not store call records; they are lost');
+      if (!(err instanceof StorageFullError)) {
+        this.o.log.error({ err, records: records.length, logs: logs.length }, 'could not store call records; they are lost');
+      } else if (this.closed) {
+        this.o.log.error({ records: records.length, logs: logs.length }, `the database's disk is still full at shutdown: the call records that waited in memory are lost (${records.length} records, ${logs.length} logs)`);
+      } else {
+        // Back in front of what came since, in order: tried again once the retry timer fires.
+        this.records = records.concat(this.records);
+        this.logs = logs.concat(this.logs);
+        this.wait();
+      }
     } finally {
       this.inFlight -= records.length + logs.length;
     }
+  }
+
+  /** The store has no room: records wait in memory; the log says how many, when it begins and every REPORT_MS. */
+  private wait(): void {
+    const now = Date.now();
+    const waiting = this.records.length + this.logs.length;
+    const max = this.o.maxPending ?? MAX_PENDING;
+    if (this.waitingSince === undefined || now - this.lastWaitReport >= REPORT_MS) {
+      this.lastWaitReport = now;
+      this.o.log.warn(
+        { waiting, max, since: new Date((this.waitingSince ??= now)).toISOString() },
+        `the database's disk is full: call records wait in memory until it has room (${waiting} records and logs waiting; past ${max}, new ones are dropped)`,
+      );
+    }
+    clearTimeout(this.retry);
+    this.retry = setTimeout(() => void this.flush(), RETRY_MS);
+    this.retry.unref();
   }
 
   /** Removes records past the retention (and beyond the per-fn cap). Never rejects. */
@@ -129,10 +185,11 @@ export class CallRecorder implements CallListener {
     }
   }
 
-  /** Stores what is buffered and stops. Idempotent. */
+  /** Stores what is buffered (what the disk has no room for is lost, and logged) and stops. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.pruner);
+    clearTimeout(this.retry);
     await this.flush();
   }
 }

@@ -36,7 +36,6 @@ runControlPlaneContract(
   'swarm',
   () =>
     new SwarmPlane({
-      docker: docker(),
       image,
       manager,
       iofsRoot,

@@ -9,6 +9,7 @@ import { ApiError, E, type CallRecord } from '../../models/index.js';
 import type { CallFilter, CallLogEntry, CallStore } from '../calls.js';
 import { decodeCursor } from '../cursor.js';
 import type { Page } from '../datastore.js';
+import type { DiskWatch } from '../storage.js';
 import { limitOf, toPage } from './paging.js';
 import type { Schema } from './schema.js';
 
@@ -31,6 +32,8 @@ export class SqlCallStore implements CallStore {
   constructor(
     private readonly db: () => Kysely<Schema>,
     private readonly writer: BatchWriter,
+    /** The database's disk: a batch it has no room for throws StorageFullError, and nothing of it is stored. */
+    private readonly disk: DiskWatch,
   ) {}
 
   async insert(records: readonly CallRecord[], logs: readonly CallLogEntry[] = []): Promise<void> {
@@ -43,7 +46,7 @@ export class SqlCallStore implements CallStore {
   async insertSerialized(records: readonly string[], logs: readonly CallLogEntry[] = []): Promise<void> {
     if (records.length === 0 && logs.length === 0) return;
     this.db(); // throws once closed
-    return this.writer.write(records, logs);
+    return this.disk.write(() => this.writer.write(records, logs));
   }
 
   /** Finishes writes in flight (the batch writer's). */
@@ -77,6 +80,6 @@ export class SqlCallStore implements CallStore {
 
   async prune(before: string, perFn: number): Promise<number> {
     this.db();
-    return this.writer.prune(before, perFn);
+    return this.disk.write(() => this.writer.prune(before, perFn));
   }
 }

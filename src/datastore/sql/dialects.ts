@@ -25,6 +25,11 @@ function isSqliteUniqueViolation(err: unknown): boolean {
   return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
 
+/** SQLite's "database or disk is full" (its VFS answers ENOSPC so), from the server's connection or the record writer's. */
+function isSqliteFull(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'SQLITE_FULL';
+}
+
 export async function openSqlite(path: string): Promise<SqlDatastore> {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new BetterSqlite3(path);
@@ -38,6 +43,8 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   const db = new Kysely<Schema>({ dialect: new SqliteDialect({ database }) });
   return SqlDatastore.open(db, {
     isUniqueViolation: isSqliteUniqueViolation,
+    isStorageFull: isSqliteFull,
+    folder: path === ':memory:' ? undefined : dirname(path),
     // Made once the schema exists: records of a file database are written by a thread of their own.
     batchWriter: () => (path === ':memory:' ? inPlaceWriter(database) : workerWriter(path)),
   });

@@ -110,7 +110,7 @@ parentPort.on('message', (m) => {
   try {
     const result = m.kind === 'write' ? program.write(m.records, m.logs) : program.prune(m.before, m.perFn);
     parentPort.postMessage({ id: m.id, result });
-  } catch (err) { parentPort.postMessage({ id: m.id, error: String(err && err.message || err) }); }
+  } catch (err) { parentPort.postMessage({ id: m.id, error: String(err && err.message || err), code: err && err.code }); }
 });
 `;
 
@@ -137,11 +137,12 @@ export function workerWriter(path: string): BatchWriter {
     for (const p of pending.values()) p.reject(err);
     pending.clear();
   };
-  worker.on('message', (m: { id: number; result?: unknown; error?: string }) => {
+  worker.on('message', (m: { id: number; result?: unknown; error?: string; code?: string }) => {
     const p = pending.get(m.id);
     pending.delete(m.id);
     if (m.error === undefined) p?.resolve(m.result);
-    else p?.reject(new Error(`call records not written: ${m.error}`));
+    // The driver's code (SQLITE_FULL, ...) travels with the words: the store decides by it.
+    else p?.reject(Object.assign(new Error(`call records not written: ${m.error}`), m.code === undefined ? {} : { code: m.code }));
   });
   worker.on('error', (err) => failAll(err));
   worker.on('exit', (code) => failAll(new Error(`the call record writer stopped (exit ${code})`)));

@@ -5,9 +5,10 @@
  */
 import { Migrator, sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../models/index.js';
-import { ApiError, E } from '../../models/index.js';
+import { ApiError, E, type ErrorDef } from '../../models/index.js';
 import type { AppFilter, Datastore, FnFilter, Page, TriggerFilter } from '../datastore.js';
 import { decodeCursor } from '../cursor.js';
+import { DiskWatch } from '../storage.js';
 import { SqlCallStore, type BatchWriter } from './calls.js';
 import { migrations } from './migrations.js';
 import { limitOf, toPage } from './paging.js';
@@ -108,6 +109,10 @@ const toTrigger = (r: Selectable<TriggersTable>): Trigger => ({
 export interface SqlDatastoreOptions {
   /** Recognises a unique-constraint violation of this database driver. */
   isUniqueViolation(err: unknown): boolean;
+  /** Recognises this driver's "database or disk is full" (a write that failed for want of room). */
+  isStorageFull(err: unknown): boolean;
+  /** The database's folder on disk; undefined when it lives in memory. */
+  folder: string | undefined;
   /** Releases the driver's own resources after Kysely is destroyed. */
   onClose?: () => Promise<void> | void;
   /** The database's batch writes of call records, made once the schema is migrated. */
@@ -118,12 +123,15 @@ export class SqlDatastore implements Datastore {
   private closed = false;
   /** Call records and logs, in the same database. */
   readonly calls: SqlCallStore;
+  /** Whether the database's disk has room (storage.ts): every write goes through it. */
+  readonly disk: DiskWatch;
 
   private constructor(
     private readonly db: Kysely<Schema>,
     private readonly options: SqlDatastoreOptions,
   ) {
-    this.calls = new SqlCallStore(() => this.q, options.batchWriter());
+    this.disk = new DiskWatch(options.folder, options.isStorageFull);
+    this.calls = new SqlCallStore(() => this.q, options.batchWriter(), this.disk);
   }
 
   /** Opens the store on `db` and brings its schema up to date. */
@@ -166,19 +174,23 @@ export class SqlDatastore implements Datastore {
     return this.db;
   }
 
-  private conflict(err: unknown, d: typeof E.AppsAlreadyExists): never {
-    if (this.options.isUniqueViolation(err)) throw new ApiError(d, { cause: err });
-    throw err;
+  /**
+   * Runs a change: a full disk answers StorageFullError (503), a name or
+   * source that is taken `conflict` (when given); other errors as they are.
+   */
+  private async write<T>(op: () => Promise<T>, conflict?: ErrorDef): Promise<T> {
+    try {
+      return await this.disk.write(op);
+    } catch (err) {
+      if (conflict && this.options.isUniqueViolation(err)) throw new ApiError(conflict, { cause: err });
+      throw err;
+    }
   }
 
   // ---- apps
 
   async insertApp(app: App): Promise<App> {
-    try {
-      await this.q.insertInto('apps').values(appRow(app)).execute();
-    } catch (err) {
-      this.conflict(err, E.AppsAlreadyExists);
-    }
+    await this.write(() => this.q.insertInto('apps').values(appRow(app)).execute(), E.AppsAlreadyExists);
     return app;
   }
 
@@ -210,40 +222,40 @@ export class SqlDatastore implements Datastore {
   }
 
   async updateApp(id: string, update: (current: App) => App): Promise<App> {
-    return this.q.transaction().execute(async (trx) => {
+    return this.write(() => this.q.transaction().execute(async (trx) => {
       const current = await this.appById(trx, id);
       const next = update(current);
       if (next === current) return current;
       const { id: _id, name: _name, created_at: _c, ...changes } = appRow(next);
       await trx.updateTable('apps').set(changes).where('id', '=', id).execute();
       return next;
-    });
+    }));
   }
 
   async removeApp(id: string): Promise<void> {
-    await this.q.transaction().execute(async (trx) => {
+    await this.write(() => this.q.transaction().execute(async (trx) => {
       // Explicit rather than relying on ON DELETE CASCADE alone: SQLite only
       // cascades with foreign_keys enabled, and this must hold everywhere.
       await trx.deleteFrom('triggers').where('app_id', '=', id).execute();
       await trx.deleteFrom('fns').where('app_id', '=', id).execute();
       const res = await trx.deleteFrom('apps').where('id', '=', id).executeTakeFirst();
       if (Number(res.numDeletedRows) === 0) throw new ApiError(E.AppsNotFound);
-    });
+    }));
   }
 
   // ---- fns
 
   async insertFn(fn: Fn): Promise<Fn> {
-    try {
-      return await this.q.transaction().execute(async (trx) => {
-        const app = await this.appById(trx, fn.app_id);
-        const stored: Fn = { ...fn, shape: app.shape };
-        await trx.insertInto('fns').values(fnRow(stored)).execute();
-        return stored;
-      });
-    } catch (err) {
-      return this.conflict(err, E.FnsExists);
-    }
+    return this.write(
+      () =>
+        this.q.transaction().execute(async (trx) => {
+          const app = await this.appById(trx, fn.app_id);
+          const stored: Fn = { ...fn, shape: app.shape };
+          await trx.insertInto('fns').values(fnRow(stored)).execute();
+          return stored;
+        }),
+      E.FnsExists,
+    );
   }
 
   private async fnById(db: Db, id: string): Promise<Fn> {
@@ -268,22 +280,22 @@ export class SqlDatastore implements Datastore {
   }
 
   async updateFn(id: string, update: (current: Fn) => Fn): Promise<Fn> {
-    return this.q.transaction().execute(async (trx) => {
+    return this.write(() => this.q.transaction().execute(async (trx) => {
       const current = await this.fnById(trx, id);
       const next = update(current);
       if (next === current) return current;
       const { id: _id, name: _name, app_id: _app, created_at: _c, ...changes } = fnRow(next);
       await trx.updateTable('fns').set(changes).where('id', '=', id).execute();
       return next;
-    });
+    }));
   }
 
   async removeFn(id: string): Promise<void> {
-    await this.q.transaction().execute(async (trx) => {
+    await this.write(() => this.q.transaction().execute(async (trx) => {
       await trx.deleteFrom('triggers').where('fn_id', '=', id).execute();
       const res = await trx.deleteFrom('fns').where('id', '=', id).executeTakeFirst();
       if (Number(res.numDeletedRows) === 0) throw new ApiError(E.FnsNotFound);
-    });
+    }));
   }
 
   // ---- triggers
@@ -305,15 +317,15 @@ export class SqlDatastore implements Datastore {
   }
 
   async insertTrigger(trigger: Trigger): Promise<Trigger> {
-    try {
-      return await this.q.transaction().execute(async (trx) => {
-        await this.checkTrigger(trx, trigger);
-        await trx.insertInto('triggers').values(triggerRow(trigger)).execute();
-        return trigger;
-      });
-    } catch (err) {
-      return this.conflict(err, E.TriggerExists);
-    }
+    return this.write(
+      () =>
+        this.q.transaction().execute(async (trx) => {
+          await this.checkTrigger(trx, trigger);
+          await trx.insertInto('triggers').values(triggerRow(trigger)).execute();
+          return trigger;
+        }),
+      E.TriggerExists,
+    );
   }
 
   private async triggerById(db: Db, id: string): Promise<Trigger> {
@@ -352,23 +364,23 @@ export class SqlDatastore implements Datastore {
   }
 
   async updateTrigger(id: string, update: (current: Trigger) => Trigger): Promise<Trigger> {
-    try {
-      return await this.q.transaction().execute(async (trx) => {
-        const current = await this.triggerById(trx, id);
-        const next = update(current);
-        if (next === current) return current;
-        await this.checkTrigger(trx, next);
-        const { id: _id, app_id: _app, type: _type, created_at: _c, ...changes } = triggerRow(next);
-        await trx.updateTable('triggers').set(changes).where('id', '=', id).execute();
-        return next;
-      });
-    } catch (err) {
-      return this.conflict(err, E.TriggerExists);
-    }
+    return this.write(
+      () =>
+        this.q.transaction().execute(async (trx) => {
+          const current = await this.triggerById(trx, id);
+          const next = update(current);
+          if (next === current) return current;
+          await this.checkTrigger(trx, next);
+          const { id: _id, app_id: _app, type: _type, created_at: _c, ...changes } = triggerRow(next);
+          await trx.updateTable('triggers').set(changes).where('id', '=', id).execute();
+          return next;
+        }),
+      E.TriggerExists,
+    );
   }
 
   async removeTrigger(id: string): Promise<void> {
-    const res = await this.q.deleteFrom('triggers').where('id', '=', id).executeTakeFirst();
+    const res = await this.write(() => this.q.deleteFrom('triggers').where('id', '=', id).executeTakeFirst());
     if (Number(res.numDeletedRows) === 0) throw new ApiError(E.TriggerNotFound);
   }
 

@@ -1,15 +1,18 @@
 /**
  * The `docker` control plane: each runner is a container of the fnts image
- * on the local engine, in the pure-runner role, its RunnerProtocol port
- * (9190) published on `publishHost` at a port the engine picks.
+ * on the engine DOCKER_HOST names (engine.ts), in the pure-runner role, its
+ * RunnerProtocol port (9190) published on `publishHost`: at a port of
+ * `portRange` (FNTS_RUNNER_PORT_RANGE) when one is set, else at a port the
+ * engine picks.
  *
  * A runner starts its functions' containers beside itself, on the same
- * engine, through the engine's socket mounted into it. Its functions talk
- * to it over unix sockets in a folder (FN_IOFS_PATH) that the engine mounts
- * into each function container by its host path, so the runner must see
- * the folder at that same path: `iofsRoot` is bind-mounted at its own
- * absolute path, and each runner works in `<iofsRoot>/<its name>` (a runner
- * clears its folder when it starts: two runners never share one).
+ * engine: it gets the engine's socket mounted (or its tcp address). Its
+ * functions talk to it over unix sockets in a folder (FN_IOFS_PATH) that
+ * the engine mounts into each function container by its host path, so the
+ * runner must see the folder at that same path: `iofsRoot` is bind-mounted
+ * at its own absolute path, and each runner works in `<iofsRoot>/<its
+ * suffix>` (a runner clears its folder when it starts: two runners never
+ * share one).
  *
  * Runners are labelled with their group and the manager's name; only those
  * are listed and removed, whatever else runs on the engine.
@@ -17,20 +20,24 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import { INSTANCE_LABEL } from '../../agent/index.js';
+import type { EngineAddress, PortRange } from '../../config/index.js';
 import { checkGroup, ControlPlaneError, type ControlPlane, type RunnerInfo } from '../control-plane.js';
+import { DEFAULT_ENGINE, describeEngine, engineClient, runnerEngine, type RunnerEngine } from './engine.js';
 
 /** Labels on every runner container. */
 export const GROUP_LABEL = 'fnts.pool.group';
 export const MANAGER_LABEL = 'fnts.pool.manager';
+/** The host port a runner is published on, when the plane chose it from its range: taken while the runner exists. */
+export const PORT_LABEL = 'fnts.pool.port';
 
 /** The runner's RunnerProtocol port inside its container. */
 export const RUNNER_GRPC_PORT = 9190;
 
 export interface DockerPlaneOptions {
-  /** The engine; default: /var/run/docker.sock. */
-  readonly docker?: Docker;
+  /** The engine (DOCKER_HOST), for the plane and its runners; default: the local socket, /var/run/docker.sock. */
+  readonly engine?: EngineAddress;
   /** The fnts image (npm run image:runner). */
   readonly image: string;
   /** The manager's name: its runners carry it, and a restarted manager with the same name takes them back. */
@@ -41,8 +48,8 @@ export interface DockerPlaneOptions {
   readonly runnerMemMb: number;
   /** Where runner ports are published and dialled (default 127.0.0.1: LBs on this host). */
   readonly publishHost?: string;
-  /** The engine socket's path on the host, mounted into runners (default /var/run/docker.sock). */
-  readonly engineSocket?: string;
+  /** The host ports runners are published on (FNTS_RUNNER_PORT_RANGE); default: ports the engine picks. */
+  readonly portRange?: PortRange;
   /** More environment for the runners (FN_LOG_LEVEL, FN_CONTAINER_LABEL_TAG, TLS files, ...). */
   readonly runnerEnv?: Readonly<Record<string, string>>;
   /** More labels on the runner containers. */
@@ -51,32 +58,51 @@ export interface DockerPlaneOptions {
   readonly stopTimeoutS?: number;
 }
 
-/** What makes a container of the fnts image a runner of a group: the role, port, socket folder and memory, and the manager's extras. */
-export function runnerEnvironment(o: Pick<DockerPlaneOptions, 'runnerMemMb' | 'runnerEnv'>, iofs: string): string[] {
+/** What makes a container of the fnts image a runner of a group: the role, port, socket folder, memory and engine, and the manager's extras. */
+export function runnerEnvironment(o: Pick<DockerPlaneOptions, 'runnerMemMb' | 'runnerEnv'>, iofs: string, engine: RunnerEngine): string[] {
   const env = {
     FN_NODE_TYPE: 'pure-runner',
     FN_GRPC_PORT: String(RUNNER_GRPC_PORT),
     FN_IOFS_PATH: iofs,
     FN_MAX_TOTAL_MEMORY_BYTES: String(o.runnerMemMb * 1024 * 1024),
+    ...engine.env,
     ...o.runnerEnv,
   };
   return Object.entries(env).map(([k, v]) => `${k}=${v}`);
 }
 
-export function engineError(what: string, err: unknown): ControlPlaneError {
-  return new ControlPlaneError('unreachable', `the Docker engine could not ${what}: ${(err as Error).message}; check that dockerd runs and its socket is mounted (DOCKER_HOST)`, { cause: err });
+export function engineError(engine: EngineAddress, what: string, err: unknown): ControlPlaneError {
+  return new ControlPlaneError('unreachable', `the Docker engine at ${describeEngine(engine)} could not ${what}: ${(err as Error).message}; check that dockerd runs there (DOCKER_HOST)`, { cause: err });
 }
 
 export function statusCode(err: unknown): number | undefined {
   return (err as { statusCode?: number }).statusCode;
 }
 
+/** How many ports, found taken by something else on the host as a runner started, one start tries before it gives up. */
+const MAX_PORT_CLASHES = 5;
+
+/** The engine refused to publish the port: something outside the plane's view (a host process, a stopped container of another manager) holds it. */
+class PortClash extends Error {
+  constructor(readonly port: number, options: { cause: unknown }) {
+    super(`port ${port} is taken on the host`, options);
+  }
+}
+
 export class DockerPlane implements ControlPlane {
   readonly kind = 'docker';
   private readonly docker: Docker;
+  private readonly engine: EngineAddress;
+  private readonly runnerEngine: RunnerEngine;
+  /** Ports chosen for runners whose containers do not exist yet: no other start takes them meanwhile. */
+  private readonly claimed = new Set<number>();
+  /** Where the search for a free port begins: after the last one handed out, so a port just freed is the last to be taken again. */
+  private nextPort: number | undefined;
 
   constructor(private readonly o: DockerPlaneOptions) {
-    this.docker = o.docker ?? new Docker({ socketPath: '/var/run/docker.sock' });
+    this.engine = o.engine ?? DEFAULT_ENGINE;
+    this.runnerEngine = runnerEngine(this.engine, 'docker');
+    this.docker = engineClient(this.engine);
     if (Buffer.byteLength(o.iofsRoot) > 40) {
       throw new ControlPlaneError('invalid', `the runners' socket folder ${o.iofsRoot} is too long (at most 40 bytes: unix socket paths are short); use e.g. /tmp/fnts-pool`);
     }
@@ -84,7 +110,7 @@ export class DockerPlane implements ControlPlane {
 
   private containers(group: string): Promise<Docker.ContainerInfo[]> {
     return this.docker.listContainers({ all: true, filters: { label: [`${GROUP_LABEL}=${group}`, `${MANAGER_LABEL}=${this.o.manager}`] } }).catch((err: unknown) => {
-      throw engineError('list the runners', err);
+      throw engineError(this.engine, 'list the runners', err);
     });
   }
 
@@ -111,12 +137,62 @@ export class DockerPlane implements ControlPlane {
     return started.filter((s) => s.status === 'fulfilled').length;
   }
 
+  /** Starts one runner: on a port of the range (another one when the host has the first taken), or on one the engine picks. */
   private async start(group: string): Promise<void> {
+    const range = this.o.portRange;
+    if (!range) return this.startOn(group, undefined);
+    const clashed: number[] = [];
+    for (;;) {
+      const port = await this.claimPort(range, clashed);
+      try {
+        return await this.startOn(group, port);
+      } catch (err) {
+        if (!(err instanceof PortClash)) throw err;
+        clashed.push(port);
+        if (clashed.length >= MAX_PORT_CLASHES) {
+          throw new ControlPlaneError('refused', `ports ${clashed.join(', ')} of FNTS_RUNNER_PORT_RANGE=${range.first}-${range.last} are taken by something else on the engine's host; free them or choose another range`, { cause: err });
+        }
+      } finally {
+        this.claimed.delete(port);
+      }
+    }
+  }
+
+  /**
+   * A port of `range` that nothing holds: no runner of this manager (in any
+   * state: a stopped runner keeps its binding for its restarts), no running
+   * container's published port, no start under way, none in `avoid`. It is
+   * claimed until the caller releases it. Throws ControlPlaneError
+   * (refused) when the range is full.
+   */
+  private async claimPort(range: PortRange, avoid: readonly number[]): Promise<number> {
+    const all = await this.docker.listContainers({ all: true }).catch((err: unknown) => {
+      throw engineError(this.engine, 'list the ports runners hold', err);
+    });
+    const taken = new Set<number>([...this.claimed, ...avoid]);
+    for (const c of all) {
+      if (c.Labels[MANAGER_LABEL] === this.o.manager && c.Labels[PORT_LABEL]) taken.add(Number(c.Labels[PORT_LABEL]));
+      for (const p of c.Ports ?? []) if (p.PublicPort) taken.add(p.PublicPort);
+    }
+    const size = range.last - range.first + 1;
+    const from = this.nextPort ?? range.first;
+    for (let i = 0; i < size; i++) {
+      const port = range.first + ((from - range.first + i) % size);
+      if (taken.has(port)) continue;
+      this.claimed.add(port);
+      this.nextPort = port === range.last ? range.first : port + 1;
+      return port;
+    }
+    throw new ControlPlaneError('refused', `no free port in FNTS_RUNNER_PORT_RANGE=${range.first}-${range.last}: all ${size} are taken by runners (or other containers); widen the range or lower FNTS_MAX_RUNNERS`);
+  }
+
+  /** Creates and starts a runner published on `port` (undefined: one the engine picks); a port the host has taken throws PortClash. */
+  private async startOn(group: string, port: number | undefined): Promise<void> {
     const suffix = randomBytes(4).toString('hex');
     const name = `fnts-runner-${group}-${suffix}`;
     const iofs = join(this.o.iofsRoot, suffix);
-    const env = runnerEnvironment(this.o, iofs);
-    const socket = this.o.engineSocket ?? '/var/run/docker.sock';
+    const env = runnerEnvironment(this.o, iofs, this.runnerEngine);
+    const socket = this.runnerEngine.socket;
     // The engine would make a missing folder itself, owned by root; the manager runs on the engine's host.
     await mkdir(this.o.iofsRoot, { recursive: true }).catch(() => undefined);
     let container: Docker.Container;
@@ -126,24 +202,28 @@ export class DockerPlane implements ControlPlane {
         Hostname: name,
         Image: this.o.image,
         Env: env,
-        Labels: { ...this.o.labels, [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager },
+        Labels: { ...this.o.labels, [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager, ...(port === undefined ? {} : { [PORT_LABEL]: String(port) }) },
         ExposedPorts: { [`${RUNNER_GRPC_PORT}/tcp`]: {} },
         StopTimeout: this.o.stopTimeoutS ?? 30,
         HostConfig: {
-          PortBindings: { [`${RUNNER_GRPC_PORT}/tcp`]: [{ HostIp: this.o.publishHost ?? '127.0.0.1', HostPort: '' }] },
-          Binds: [`${socket}:/var/run/docker.sock`, `${this.o.iofsRoot}:${this.o.iofsRoot}`],
+          PortBindings: { [`${RUNNER_GRPC_PORT}/tcp`]: [{ HostIp: this.o.publishHost ?? '127.0.0.1', HostPort: port === undefined ? '' : String(port) }] },
+          Binds: [...(socket ? [`${socket}:/var/run/docker.sock`] : []), `${this.o.iofsRoot}:${this.o.iofsRoot}`],
           RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 3 },
         },
       });
     } catch (err) {
-      if (statusCode(err) === 404) throw new ControlPlaneError('invalid', `the runner image ${this.o.image} is not on this engine; build it with npm run image:runner (or set FNTS_RUNNER_IMAGE)`, { cause: err });
-      throw engineError('create a runner', err);
+      if (statusCode(err) === 404) {
+        throw new ControlPlaneError('invalid', `the runner image ${this.o.image} is not on the engine at ${describeEngine(this.engine)}; build it with npm run image:runner (or set FNTS_RUNNER_IMAGE)`, { cause: err });
+      }
+      throw engineError(this.engine, 'create a runner', err);
     }
     try {
       await container.start();
     } catch (err) {
       await container.remove({ force: true }).catch(() => undefined);
-      throw engineError('start a runner', err);
+      // The engine says so only in words: "port is already allocated" (another container), "address already in use" (a host process).
+      if (port !== undefined && /port is already allocated|address already in use/i.test((err as Error).message)) throw new PortClash(port, { cause: err });
+      throw engineError(this.engine, 'start a runner', err);
     }
   }
 
@@ -155,7 +235,7 @@ export class DockerPlane implements ControlPlane {
       // SIGTERM: the runner refuses new calls, finishes those in flight, removes its function containers.
       await this.docker.getContainer(mine.Id).stop({ t: this.o.stopTimeoutS ?? 30 });
     } catch (err) {
-      if (statusCode(err) !== 304 && statusCode(err) !== 404) throw engineError(`stop runner ${id}`, err);
+      if (statusCode(err) !== 304 && statusCode(err) !== 404) throw engineError(this.engine, `stop runner ${id}`, err);
     }
     await this.removeContainer(mine.Id, id);
   }
@@ -165,7 +245,7 @@ export class DockerPlane implements ControlPlane {
     try {
       await this.docker.getContainer(containerId).remove({ force: true });
     } catch (err) {
-      if (statusCode(err) !== 404 && statusCode(err) !== 409) throw engineError(`remove runner ${name ?? containerId}`, err);
+      if (statusCode(err) !== 404 && statusCode(err) !== 409) throw engineError(this.engine, `remove runner ${name ?? containerId}`, err);
     }
     if (!name) return;
     const left = await this.docker.listContainers({ all: true, filters: { label: [INSTANCE_LABEL] } }).catch(() => []);

@@ -8,7 +8,9 @@ import { DockerPlane } from './docker.js';
 import { KubernetesPlane } from './kubernetes.js';
 import { SwarmPlane } from './swarm.js';
 
-export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT } from './docker.js';
+export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, PORT_LABEL, RUNNER_GRPC_PORT } from './docker.js';
+export { describeEngine, runnerEngine } from './engine.js';
+export type { RunnerEngine } from './engine.js';
 export type { DockerPlaneOptions } from './docker.js';
 export { KubernetesPlane } from './kubernetes.js';
 export type { KubernetesPlaneOptions } from './kubernetes.js';
@@ -23,9 +25,20 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
   const labels: Record<string, string> = containerTag ? { [TAG_LABEL]: containerTag } : {};
   switch (pool.controlPlane) {
     case 'docker':
-      return new DockerPlane({ image: pool.runnerImage, manager: pool.name, iofsRoot: pool.iofsPath, runnerMemMb: pool.runnerMemMb, ...(pool.publishHost ? { publishHost: pool.publishHost } : {}), runnerEnv, labels });
+      return new DockerPlane({
+        engine: pool.engine,
+        image: pool.runnerImage,
+        manager: pool.name,
+        iofsRoot: pool.iofsPath,
+        runnerMemMb: pool.runnerMemMb,
+        ...(pool.publishHost ? { publishHost: pool.publishHost } : {}),
+        ...(pool.runnerPorts ? { portRange: pool.runnerPorts } : {}),
+        runnerEnv,
+        labels,
+      });
     case 'swarm':
       return new SwarmPlane({
+        engine: pool.engine,
         image: pool.runnerImage,
         manager: pool.name,
         iofsRoot: pool.iofsPath,

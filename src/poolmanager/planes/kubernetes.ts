@@ -140,7 +140,8 @@ export class KubernetesPlane implements ControlPlane {
 
   private spec(group: string, replicas: number): V1Deployment {
     const labels = { app: 'fnts-runner', [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager };
-    const env = runnerEnvironment(this.o, IOFS).map((kv) => ({ name: kv.slice(0, kv.indexOf('=')), value: kv.slice(kv.indexOf('=') + 1) }));
+    // The pod's own engine, in the dind container beside the runner.
+    const env = runnerEnvironment(this.o, IOFS, { socket: undefined, env: { DOCKER_HOST: 'unix:///var/run/dind/docker.sock' } }).map((kv) => ({ name: kv.slice(0, kv.indexOf('=')), value: kv.slice(kv.indexOf('=') + 1) }));
     return {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
@@ -157,7 +158,7 @@ export class KubernetesPlane implements ControlPlane {
                 name: 'runner',
                 image: this.o.image,
                 args: ['serve'],
-                env: [...env, { name: 'DOCKER_HOST', value: 'unix:///var/run/dind/docker.sock' }],
+                env,
                 ports: [{ name: 'grpc', containerPort: RUNNER_GRPC_PORT }],
                 readinessProbe: { tcpSocket: { port: RUNNER_GRPC_PORT } },
                 resources: { requests: { memory: `${this.o.runnerMemMb}Mi` } },

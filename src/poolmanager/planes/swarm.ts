@@ -16,14 +16,17 @@
  *
  * Sockets: as the docker plane, the socket folder is bind-mounted at its own
  * path, each task working in `<iofsRoot>/<slot>`; the folder must exist on
- * every node that runs runners.
+ * every node that runs runners. Each task gets its node's engine socket
+ * mounted, at the path DOCKER_HOST names (engine.ts): the same on every node.
  */
 import { mkdir } from 'node:fs/promises';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
+import type { EngineAddress } from '../../config/index.js';
 import { checkGroup, ControlPlaneError, type ControlPlane, type RunnerInfo } from '../control-plane.js';
 import { engineError, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT, runnerEnvironment, statusCode, type DockerPlaneOptions } from './docker.js';
+import { DEFAULT_ENGINE, engineClient, runnerEngine, type RunnerEngine } from './engine.js';
 
-export interface SwarmPlaneOptions extends Omit<DockerPlaneOptions, 'publishHost'> {
+export interface SwarmPlaneOptions extends Omit<DockerPlaneOptions, 'publishHost' | 'portRange'> {
   /** The network LBs reach runners on; unset: a published host port. */
   readonly network?: string;
   /** Dial published ports here instead of at each node's address (a one-node swarm: 127.0.0.1). */
@@ -45,10 +48,14 @@ interface Task {
 export class SwarmPlane implements ControlPlane {
   readonly kind = 'swarm';
   private readonly docker: Docker;
+  private readonly engine: EngineAddress;
+  private readonly runnerEngine: RunnerEngine;
   private readonly nodeAddresses = new Map<string, string>();
 
   constructor(private readonly o: SwarmPlaneOptions) {
-    this.docker = o.docker ?? new Docker({ socketPath: '/var/run/docker.sock' });
+    this.engine = o.engine ?? DEFAULT_ENGINE;
+    this.runnerEngine = runnerEngine(this.engine, 'swarm');
+    this.docker = engineClient(this.engine);
   }
 
   private serviceName(group: string): string {
@@ -57,7 +64,7 @@ export class SwarmPlane implements ControlPlane {
 
   private async service(group: string): Promise<Docker.Service | undefined> {
     const found = await this.docker.listServices({ filters: { label: [`${GROUP_LABEL}=${group}`, `${MANAGER_LABEL}=${this.o.manager}`] } }).catch((err: unknown) => {
-      throw swarmError('list the runner services', err);
+      throw this.error('list the runner services', err);
     });
     return found[0]?.ID ? this.docker.getService(found[0].ID) : undefined;
   }
@@ -66,7 +73,7 @@ export class SwarmPlane implements ControlPlane {
     const service = await this.service(group);
     if (!service) return [];
     const tasks = (await this.docker.listTasks({ filters: { service: [service.id], 'desired-state': ['running'] } }).catch((err: unknown) => {
-      throw swarmError('list the runners', err);
+      throw this.error('list the runners', err);
     })) as Task[];
     return tasks.filter((t) => LIVE_STATES.has(t.Status.State));
   }
@@ -108,7 +115,7 @@ export class SwarmPlane implements ControlPlane {
       // A bind mount's folder must exist on the node; this one, at least (the manager's).
       await mkdir(this.o.iofsRoot, { recursive: true }).catch(() => undefined);
       await this.docker.createService(this.spec(group, n)).catch((err: unknown) => {
-        throw swarmError(`create the runner service of ${group}`, err);
+        throw this.error(`create the runner service of ${group}`, err);
       });
       return n;
     }
@@ -127,7 +134,7 @@ export class SwarmPlane implements ControlPlane {
         await this.docker.getContainer(containerId).stop({ t: this.o.stopTimeoutS ?? 30 });
       } catch (err) {
         // 404: the task runs on another node; 304: it already stopped.
-        if (statusCode(err) !== 404 && statusCode(err) !== 304) throw engineError(`stop runner ${id}`, err);
+        if (statusCode(err) !== 404 && statusCode(err) !== 304) throw engineError(this.engine, `stop runner ${id}`, err);
       }
       // Until swarm has seen the task end, it may retire another slot when the count drops.
       const until = Date.now() + 10_000;
@@ -147,13 +154,13 @@ export class SwarmPlane implements ControlPlane {
         return;
       } catch (err) {
         if (attempt < 3 && /update out of sequence/i.test((err as Error).message)) continue;
-        throw swarmError(`scale the runner service of ${group}`, err);
+        throw this.error(`scale the runner service of ${group}`, err);
       }
     }
   }
 
   private spec(group: string, replicas: number): Docker.CreateServiceOptions {
-    const socket = this.o.engineSocket ?? '/var/run/docker.sock';
+    const socket = this.runnerEngine.socket;
     const stopNs = (this.o.stopTimeoutS ?? 30) * 1e9;
     return {
       Name: this.serviceName(group),
@@ -162,13 +169,10 @@ export class SwarmPlane implements ControlPlane {
         ContainerSpec: {
           Image: this.o.image,
           // Each task its own folder (a runner clears its folder when it starts) and its own name in its containers' labels.
-          Env: runnerEnvironment(this.o, `${this.o.iofsRoot}/{{.Task.Slot}}`),
+          Env: runnerEnvironment(this.o, `${this.o.iofsRoot}/{{.Task.Slot}}`, this.runnerEngine),
           Hostname: '{{.Task.ID}}',
           Labels: { ...this.o.labels, [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager },
-          Mounts: [
-            { Type: 'bind', Source: socket, Target: '/var/run/docker.sock' },
-            { Type: 'bind', Source: this.o.iofsRoot, Target: this.o.iofsRoot },
-          ],
+          Mounts: [...(socket ? [{ Type: 'bind', Source: socket, Target: '/var/run/docker.sock' }] : []), { Type: 'bind', Source: this.o.iofsRoot, Target: this.o.iofsRoot }],
           StopGracePeriod: stopNs,
         },
         RestartPolicy: { Condition: 'on-failure', MaxAttempts: 3 },
@@ -180,11 +184,11 @@ export class SwarmPlane implements ControlPlane {
   }
 
   async close(): Promise<void> {}
-}
 
-function swarmError(what: string, err: unknown): ControlPlaneError {
-  if (/not a swarm manager|swarm mode/i.test((err as Error).message ?? '')) {
-    return new ControlPlaneError('unreachable', `the Docker engine could not ${what}: it is not a swarm manager; run docker swarm init (or point DOCKER_HOST at a manager node)`, { cause: err });
+  private error(what: string, err: unknown): ControlPlaneError {
+    if (/not a swarm manager|swarm mode/i.test((err as Error).message ?? '')) {
+      return new ControlPlaneError('unreachable', `the Docker engine could not ${what}: it is not a swarm manager; run docker swarm init (or run the manager on a manager node)`, { cause: err });
+    }
+    return engineError(this.engine, what, err);
   }
-  return engineError(what, err);
 }
