@@ -10,6 +10,7 @@ import * as http2 from 'node:http2';
 import type { SecureClientSessionOptions } from 'node:http2';
 import { isIP } from 'node:net';
 import * as tls from 'node:tls';
+import { FNTS_CLIENT_SETTING } from '../runner/wire.js';
 
 export interface ChannelTls {
   readonly ca: Buffer;
@@ -106,7 +107,8 @@ export class H2Channel {
   private connect(): http2.ClientHttp2Session {
     if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
     const options: SecureClientSessionOptions = {
-      settings: { maxHeaderListSize: this.o.maxHeaderListBytes ?? 4 * 1024 * 1024, enablePush: false, initialWindowSize: 1024 * 1024 },
+      // FNTS_CLIENT_SETTING: this client half-closes its streams (a runner need not filter its resets).
+      settings: { maxHeaderListSize: this.o.maxHeaderListBytes ?? 4 * 1024 * 1024, enablePush: false, initialWindowSize: 1024 * 1024, customSettings: { [FNTS_CLIENT_SETTING]: 1 } },
       maxHeaderListPairs: 4096,
       ...(this.o.tls ? { ca: this.o.tls.ca, key: this.o.tls.key, cert: this.o.tls.cert, ALPNProtocols: ['h2'], createConnection: () => this.dialTls() } : {}),
     };

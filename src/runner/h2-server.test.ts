@@ -2,9 +2,9 @@ import { loadSync } from '@grpc/proto-loader';
 import * as grpc from '@grpc/grpc-js';
 import { connect, constants as h2, type ClientHttp2Session } from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GrpcH2Server, unary, type GrpcServerCall } from './h2-server.js';
+import { GrpcH2Server, unary, type GrpcHandler, type GrpcServerCall } from './h2-server.js';
 import { RUNNER_PROTO_PATH, runnerStatusMessage, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
-import { decodeClientMsg, encodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, STATUS_PATH } from './wire.js';
+import { decodeClientMsg, encodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, FNTS_CLIENT_SETTING, GrpcStatus, STATUS_PATH } from './wire.js';
 
 /** A grpc-js client of the runner protocol: what Fn's LB is to a runner (another gRPC implementation). */
 function grpcJsClient(port: number): grpc.Client & Record<string, (...args: unknown[]) => unknown> {
@@ -127,15 +127,19 @@ describe('the runner gRPC server on node:http2', () => {
     session.close();
   });
 
-  it("keeps every call of a client that resets each stream it finished (grpc-go, Fn's LB): past nghttp2's 1000 resets the connection is retired with a shutdown notice, never cut", async () => {
-    server = new GrpcH2Server({ maxMessageBytes: 1024, methods: new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => call.end(encodeRunnerMsg({ data: { data: Buffer.from('ok'), eof: true } })))]]) });
-    const port = await server.listen('127.0.0.1', 0);
-    // As grpc-go: after a GOAWAY, new streams go on a new connection; those in flight stay where they are.
+  /**
+   * Makes `calls` calls, `concurrency` at a time, as grpc-go does: the
+   * request without END_STREAM, and RST_STREAM(NO_ERROR) once the trailers
+   * came. After a GOAWAY, new streams go on a new connection; those in
+   * flight stay where they are. With `fnts`, the connections carry fnts's
+   * LB's setting (FNTS_CLIENT_SETTING).
+   */
+  async function resettingClient(port: number, calls: number, fnts: boolean): Promise<{ results: string[]; goaways: Array<{ code: number; lastStreamId: number }>; connections: number; perSecond: number }> {
     const goaways: Array<{ code: number; lastStreamId: number }> = [];
     const opened: ClientHttp2Session[] = [];
     let session!: ClientHttp2Session;
     const dial = (): void => {
-      const s = connect(`http://127.0.0.1:${port}`);
+      const s = connect(`http://127.0.0.1:${port}`, fnts ? { settings: { customSettings: { [FNTS_CLIENT_SETTING]: 1 } } } : {});
       opened.push(s);
       s.on('error', () => undefined);
       s.on('goaway', (code: number, lastStreamId: number) => {
@@ -145,7 +149,6 @@ describe('the runner gRPC server on node:http2', () => {
       session = s;
     };
     dial();
-    /** One call as grpc-go makes it: the request without END_STREAM, and RST_STREAM(NO_ERROR) once the trailers came. */
     const engage = (): Promise<'ok' | string> =>
       new Promise((resolve) => {
         const stream = session.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers' }, { endStream: false });
@@ -159,22 +162,60 @@ describe('the runner gRPC server on node:http2', () => {
         stream.write(encodeClientMsg({ try: { models_call_json: '{}', slot_hash_id: '', extensions: {} } }));
         stream.resume();
       });
-    const CALLS = 2500;
     const results: string[] = [];
     let next = 0;
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: 32 }, async () => {
-        while (next++ < CALLS) results.push(await engage());
+        while (next++ < calls) results.push(await engage());
       }),
     );
     const ms = performance.now() - t0;
     for (const s of opened) s.close();
+    return { results, goaways, connections: opened.length, perSecond: calls / (ms / 1000) };
+  }
+
+  const answersOk = (): Map<string, GrpcHandler> => new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => call.end(encodeRunnerMsg({ data: { data: Buffer.from('ok'), eof: true } })))]]);
+
+  it("keeps every call of a client that resets each stream it finished (grpc-go, Fn's LB) on one connection: past nghttp2's 1000 resets, nothing is cut or retired", async () => {
+    server = new GrpcH2Server({ maxMessageBytes: 1024, methods: answersOk() });
+    const port = await server.listen('127.0.0.1', 0);
+    const { results, goaways, connections, perSecond } = await resettingClient(port, 2500, false);
     expect(results.filter((r) => r !== 'ok')).toEqual([]);
-    expect(results.length).toBe(CALLS);
-    // Far faster than nghttp2 refills (33 a second): without the notices the connection was cut after ~1000.
-    expect(CALLS / (ms / 1000)).toBeGreaterThan(200);
+    expect(results.length).toBe(2500);
+    // Far faster than nghttp2 refills (33 a second): unfiltered, the connection was cut after ~1000.
+    expect(perSecond).toBeGreaterThan(200);
+    expect(goaways).toEqual([]);
+    expect(connections).toBe(1);
+  });
+
+  it("retires gracefully, with a shutdown notice, the connection of an fnts client that resets what it should not (it skips the filter)", async () => {
+    server = new GrpcH2Server({ maxMessageBytes: 1024, methods: answersOk() });
+    const port = await server.listen('127.0.0.1', 0);
+    const { results, goaways } = await resettingClient(port, 2500, true);
+    expect(results.filter((r) => r !== 'ok')).toEqual([]);
     expect(goaways.length).toBeGreaterThanOrEqual(2);
     expect(goaways.every((g) => g.code === h2.NGHTTP2_NO_ERROR && g.lastStreamId === 2 ** 31 - 1)).toBe(true);
+  });
+
+  it('still counts, toward nghttp2\'s limit, resets of calls the runner is serving (the rapid-reset attack): the connection is retired gracefully, not cut', async () => {
+    // A call that never ends: each reset cuts work in progress.
+    server = new GrpcH2Server({ maxMessageBytes: 1024, methods: new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => undefined)]]) });
+    const port = await server.listen('127.0.0.1', 0);
+    const session = connect(`http://127.0.0.1:${port}`);
+    session.on('error', () => undefined);
+    const goaways: number[] = [];
+    session.on('goaway', (code: number, lastStreamId: number) => goaways.push(code === h2.NGHTTP2_NO_ERROR && lastStreamId === 2 ** 31 - 1 ? 0 : code));
+    for (let i = 0; i < 1200 && goaways.length === 0; i++) {
+      await new Promise<void>((resolve) => {
+        const stream = session.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, { endStream: false });
+        stream.on('error', () => undefined);
+        stream.on('close', () => resolve());
+        stream.write(encodeClientMsg({ try: { models_call_json: '{}', slot_hash_id: '', extensions: {} } }), () => stream.close(h2.NGHTTP2_CANCEL));
+      });
+    }
+    session.destroy();
+    // The runner's own notice (NO_ERROR, 2^31-1) came before nghttp2 would have sent its INTERNAL_ERROR.
+    expect(goaways[0]).toBe(0);
   });
 });

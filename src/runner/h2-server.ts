@@ -15,8 +15,10 @@
  * idempotent and safe after the stream closed, and a client's deadline
  * (grpc-timeout) cancels the call.
  */
-import { constants as h2, createSecureServer, createServer, type Http2Server, type Http2Session, type IncomingHttpHeaders, type SecureServerOptions, type ServerHttp2Stream } from 'node:http2';
-import type { AddressInfo, Socket } from 'node:net';
+import { constants as h2, createServer, type Http2Server, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
+import { ResetFilter, sniffClient } from './reset-filter.js';
 import { SessionRecycler, type RecycleOptions } from './recycle.js';
 import { encodeGrpcMessage, GrpcStatus, MessageReader, parseGrpcTimeout } from './wire.js';
 
@@ -220,33 +222,46 @@ export interface GrpcServerOptions {
 }
 
 export class GrpcH2Server {
-  private readonly server: Http2Server;
-  /** Each open connection, with its estimate of the resets its peer will send. */
-  private readonly sessions = new Map<Http2Session, SessionRecycler>();
+  /** Takes the connections (TCP, or TLS with a client certificate) and hands each to `h2` once its client is known. */
+  private readonly front: NetServer;
+  /** HTTP/2 over the connections `front` hands it; never listens itself. */
+  private readonly h2: Http2Server;
+  /** Each open HTTP/2 connection, with its estimate of the resets its peer will send, and its reset filter (other clients than fnts's LB). */
+  private readonly sessions = new Map<Http2Session, { readonly recycler: SessionRecycler; readonly filter: ResetFilter | undefined }>();
+  /**
+   * The raw connections too: a destroyed session still waits for its
+   * socket's writes to drain, which a peer that stopped reading never lets
+   * happen, so close() cuts them after its grace.
+   */
   private readonly sockets = new Set<Socket>();
+  /** The filter of the connection being handed to `h2` right now (its session is made meanwhile). */
+  private handing: ResetFilter | undefined;
 
   constructor(private readonly o: GrpcServerOptions) {
     // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, base64), and for many calls' frames at once.
-    const base = { settings: { maxHeaderListSize: 64 * 1024 }, maxSendHeaderBlockLength: 8 * 1024 * 1024, maxSessionMemory: 64 };
-    this.server = o.tls
-      ? (createSecureServer({ ...base, ca: o.tls.ca, key: o.tls.key, cert: o.tls.cert, requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] } satisfies SecureServerOptions) as unknown as Http2Server)
-      : createServer(base);
-    // The raw connections too: a destroyed session still waits for its socket's
-    // writes to drain, which a peer that stopped reading never lets happen.
-    this.server.on(o.tls ? 'secureConnection' : 'connection', (socket: Socket) => {
-      this.sockets.add(socket);
-      socket.once('close', () => this.sockets.delete(socket));
-    });
-    this.server.on('session', (session: Http2Session) => {
-      this.sessions.set(session, new SessionRecycler(session, o.recycle));
+    this.h2 = createServer({ settings: { maxHeaderListSize: 64 * 1024 }, maxSendHeaderBlockLength: 8 * 1024 * 1024, maxSessionMemory: 64 });
+    const accept = (socket: Socket): void => this.accept(socket);
+    if (o.tls) {
+      this.front = createTlsServer({ ca: o.tls.ca, key: o.tls.key, cert: o.tls.cert, requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'] }, accept);
+      // A TLS handshake that failed (no or a bad client certificate) ends that connection only.
+      this.front.on('tlsClientError', () => undefined);
+    } else {
+      this.front = createNetServer(accept);
+    }
+    this.h2.on('session', (session: Http2Session) => {
+      // Sessions are made as accept() hands a connection over (synchronously): a filtered one's is its filter's.
+      const filter = this.handing;
+      const recycler = new SessionRecycler(session, { ...o.recycle, ...(filter ? { exact: true } : {}) });
+      filter?.onReset(() => recycler.spend());
+      this.sessions.set(session, { recycler, filter });
       session.on('error', () => undefined);
       session.once('close', () => this.sessions.delete(session));
     });
-    // A TLS handshake that failed (no or a bad client certificate) ends that connection only.
-    this.server.on('tlsClientError', () => undefined);
-    this.server.on('sessionError', () => undefined);
-    this.server.on('stream', (stream, headers) => {
-      if (stream.session) this.sessions.get(stream.session)?.watch(stream);
+    this.h2.on('sessionError', () => undefined);
+    this.h2.on('stream', (stream, headers) => {
+      const known = stream.session ? this.sessions.get(stream.session) : undefined;
+      known?.recycler.watch(stream);
+      known?.filter?.watch(stream);
       try {
         this.route(stream, headers);
       } catch (err) {
@@ -256,16 +271,44 @@ export class GrpcH2Server {
     });
   }
 
+  /** A new connection: fnts's LB goes straight to HTTP/2, any other client through the reset filter (runner/reset-filter.ts). */
+  private accept(socket: Socket): void {
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+    socket.on('error', () => undefined);
+    if (this.o.tls && (socket as TLSSocket).alpnProtocol !== 'h2') {
+      socket.destroy();
+      return;
+    }
+    socket.setNoDelay(true);
+    sniffClient(socket, (client) => {
+      if (!client || socket.destroyed) return;
+      if (client.kind === 'fnts') {
+        socket.unshift(client.head);
+        this.h2.emit('connection', socket);
+        return;
+      }
+      const filter = new ResetFilter(socket);
+      this.handing = filter;
+      try {
+        this.h2.emit('connection', filter);
+      } finally {
+        this.handing = undefined;
+      }
+      filter.feed(client.head);
+    });
+  }
+
   /** Binds `host:port` (0: any free port); answers with the port bound. The error says which variable sets it. */
   listen(host: string, port: number, variable = 'FN_GRPC_PORT'): Promise<number> {
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(new Error(`could not listen for gRPC on ${host}:${port}: ${err.message}; set ${variable} to a free port`));
-      this.server.once('error', onError);
-      this.server.listen(port, host, () => {
-        this.server.off('error', onError);
+      this.front.once('error', onError);
+      this.front.listen(port, host, () => {
+        this.front.off('error', onError);
         // Later errors (too many open files on accept, ...) end no call in flight: told, not thrown.
-        this.server.on('error', (err) => this.o.onError?.(err));
-        resolve((this.server.address() as AddressInfo).port);
+        this.front.on('error', (err) => this.o.onError?.(err));
+        resolve((this.front.address() as AddressInfo).port);
       });
     });
   }
@@ -277,7 +320,7 @@ export class GrpcH2Server {
    */
   close(graceMs = 1000): Promise<void> {
     return new Promise<void>((resolve) => {
-      if (!this.server.listening) {
+      if (!this.front.listening) {
         resolve();
         return;
       }
@@ -286,11 +329,11 @@ export class GrpcH2Server {
         for (const socket of this.sockets) socket.destroy();
       }, graceMs);
       force.unref();
-      this.server.close(() => {
+      this.front.close(() => {
         clearTimeout(force);
         resolve();
       });
-      for (const recycler of this.sessions.values()) recycler.retire();
+      for (const { recycler } of this.sessions.values()) recycler.retire();
     });
   }
 

@@ -55,6 +55,11 @@ export interface RecycleOptions {
   readonly ratePerS?: number;
   /** Milliseconds on a monotonic clock (performance.now by default). */
   readonly now?: () => number;
+  /**
+   * Resets are told by spend(), each one that reaches nghttp2 (the
+   * connection's reset filter sees them); watch() then estimates nothing.
+   */
+  readonly exact?: boolean;
   /** Told when the connection is retired because its peer's resets would soon be refused. Must not throw. */
   readonly onRetire?: (expectedResets: number) => void;
 }
@@ -96,6 +101,7 @@ export class SessionRecycler {
    * estimate errs on the side of retiring early).
    */
   watch(stream: ServerHttp2Stream): void {
+    if (this.o.exact) return;
     let peerEndedFirst = false;
     stream.once('end', () => {
       if (!stream.writableEnded) peerEndedFirst = true;
@@ -145,7 +151,8 @@ export class SessionRecycler {
     ping(() => ping(close));
   }
 
-  private spend(): void {
+  /** One reset the peer sent (or will send). */
+  spend(): void {
     if (this.retiring || this.session.closed || this.session.destroyed) return;
     const second = Math.floor(this.now() / 1000);
     if (second > this.second) {

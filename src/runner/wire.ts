@@ -26,6 +26,15 @@ export const CONFIGURE_PATH = '/RunnerProtocol/ConfigureRunner';
 /** The most bytes one message may have, either way (a DataFrame is at most 64 KiB from fnts's and Fn's peers). */
 export const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
+/**
+ * An HTTP/2 setting (an id no standard uses: peers ignore it, RFC 9113
+ * 6.5.2) that fnts's LB sends as 1 in its first SETTINGS frame, saying "I
+ * half-close every stream with its request, so I reset none of the streams
+ * you end": a runner lets its connections skip the reset filter
+ * (runner/reset-filter.ts).
+ */
+export const FNTS_CLIENT_SETTING = 0xf7a5;
+
 /** gRPC status codes used by the LB and the runner. */
 export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
