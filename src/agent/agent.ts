@@ -13,7 +13,6 @@
  * close() refuses new calls, lets running ones finish and removes every
  * container this agent started.
  */
-import { rm } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import type { Driver } from '../drivers/index.js';
@@ -26,6 +25,7 @@ import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
 import type { HotContainer } from './hot.js';
 import type { Invoker, RunningCall } from './invoker.js';
+import { plainSocketDirs, removeSocketTree, type SocketDirs } from './iofs.js';
 import { claimSocketFolder, INSTANCE_LABEL, instanceAlive, OWNER_LABEL, socketFolder, sweepSocketFolders, TAG_LABEL } from './owner.js';
 import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
 import { ContainerStates, type ContainerListener } from './events.js';
@@ -49,6 +49,8 @@ export interface AgentOptions {
   readonly isInstanceAlive?: (instance: string) => boolean | undefined;
   /** Each call's spans, when tracing is on (none at all when off). */
   readonly spans?: CallSpans;
+  /** How containers' socket folders are made (iofs.ts's socketDirs()); default: plain folders (tests of the scheduling logic). */
+  readonly socketDirs?: SocketDirs;
 }
 
 export interface AgentSnapshot {
@@ -114,6 +116,8 @@ export class Agent implements Invoker, PoolHost {
   readonly logger: Logger;
   /** This process's folder for its containers' socket folders, under FN_IOFS_PATH (owner.ts); made by start(). */
   readonly socketFolder: string;
+  /** How its containers' socket folders are made. */
+  readonly socketDirs: SocketDirs;
   private readonly pools = new Map<string, SlotPool>();
   private readonly containers = new Set<HotContainer>();
   private readonly cold = new Map<string, () => Promise<void> | undefined>();
@@ -140,6 +144,7 @@ export class Agent implements Invoker, PoolHost {
     this.logger = o.logger;
     this.log = o.logger.child({ module: 'agent' });
     this.socketFolder = socketFolder(o.config.iofsPath, o.config.instance);
+    this.socketDirs = o.socketDirs ?? plainSocketDirs;
     // Every container start (and every call abandoned while running) listens
     // to these for as long as it lasts: many at once is normal, not a leak.
     setMaxListeners(0, this.stop.signal, this.cut.signal);
@@ -194,7 +199,7 @@ export class Agent implements Invoker, PoolHost {
     // Folders of earlier fnts versions (one per container, directly under
     // the root) say nothing of their instance: removed only when no other
     // server has containers here.
-    if (!othersLive) await Promise.all(swept.unowned.map((path) => rm(path, { recursive: true, force: true }).catch(() => undefined)));
+    if (!othersLive) await Promise.all(swept.unowned.map((path) => removeSocketTree(path).catch(() => undefined)));
   }
 
   /** Adds a listener of every call (see CallListener's rules) and, if it listens to them, of containers' states. */
@@ -379,7 +384,7 @@ export class Agent implements Invoker, PoolHost {
       await this.driver
         .removeContainers({ [OWNER_LABEL]: this.config.owner, [INSTANCE_LABEL]: this.config.instance })
         .catch((err: unknown) => this.log.warn({ err }, 'could not list this server\'s containers to remove them'));
-      await rm(this.socketFolder, { recursive: true, force: true }).catch((err: unknown) => this.log.warn({ err, folder: this.socketFolder }, 'could not remove this server\'s socket folder'));
+      await removeSocketTree(this.socketFolder).catch((err: unknown) => this.log.warn({ err, folder: this.socketFolder }, 'could not remove this server\'s socket folder'));
       await this.driver.close();
     })();
     return this.closed;

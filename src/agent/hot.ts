@@ -15,13 +15,14 @@
  * labels for metrics, with the detail apart.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { chmod, lstat, mkdir, rm } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError } from '../models/index.js';
 import type { Clock, Timer } from './clock.js';
 import type { ContainerStates } from './events.js';
+import type { SocketDirs } from './iofs.js';
 import { containerBase, type FunctionSpec } from './spec.js';
 import type { CallRequest, Exchange } from './protocol/call.js';
 import { ContainerConnection } from './protocol/http1.js';
@@ -55,6 +56,8 @@ export interface HotContainerOptions {
   readonly token: ResourceToken;
   /** This container's folder on the host, mounted at /tmp/iofs (http-stream only). */
   readonly dir: string;
+  /** Makes and removes `dir` (a size-capped tmpfs where the server can mount one). */
+  readonly dirs: SocketDirs;
   readonly labels: Readonly<Record<string, string>>;
   /** Its stdout/stderr (stderr only, for the formats that answer on stdout), attributed to the call it serves. */
   readonly output: ContainerOutput;
@@ -134,11 +137,7 @@ export class HotContainer {
     const socket = spec.format === 'http-stream';
     this.o.states.to('start');
     try {
-      if (socket) {
-        await mkdir(dir, { recursive: true });
-        // The function runs as an unprivileged user and must create its socket here.
-        await chmod(dir, 0o777);
-      }
+      if (socket) await this.o.dirs.open(dir);
       // The stdio formats answer on stdout, so it is always taken; stderr is the log.
       const stdout = socket ? undefined : new PassThrough();
       this.stdout = stdout;
@@ -412,7 +411,7 @@ export class HotContainer {
       // The engine has delivered the container's last output.
       this.o.output.finish();
       this.o.token.close();
-      await rm(this.o.dir, { recursive: true, force: true }).catch(() => undefined);
+      if (this.spec.format === 'http-stream') await this.o.dirs.close(this.o.dir);
     })();
     return this.retiring;
   }

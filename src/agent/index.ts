@@ -34,3 +34,5 @@ export {
 export type { Capacity, HostReadings, ResourceRequest, ResourceSnapshot, ResourceToken, ResourceTracker } from './resource.js';
 export { needsContainer, seedNeedsContainer, slotKey, SlotQueue } from './slots.js';
 export type { SlotStats } from './slots.js';
+export { plainSocketDirs, socketDirs, SOCKET_TMPFS_BYTES } from './iofs.js';
+export type { IofsTmpfsSetting, SocketDirs } from './iofs.js';

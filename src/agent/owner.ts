@@ -31,6 +31,7 @@ import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { removeSocketTree } from './iofs.js';
 
 export const OWNER_LABEL = 'fnts.owner';
 export const INSTANCE_LABEL = 'fnts.instance';
@@ -137,7 +138,8 @@ export async function sweepSocketFolders(root: string, self: string, isAlive: (i
   const unowned: string[] = [];
   const remove = async (path: string): Promise<void> => {
     try {
-      await rm(path, { recursive: true, force: true });
+      // A killed server's containers' socket tmpfs mounts go with it.
+      await removeSocketTree(path);
       removed++;
     } catch (err) {
       failed.push({ path, reason: err instanceof Error ? err.message : String(err) });

@@ -16,6 +16,7 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ContainerStartError, DriverError, ImageError, type Driver } from '../drivers/index.js';
+import type { SocketDirs } from './iofs.js';
 import { ApiError, E, FunctionError, newId } from '../models/index.js';
 import type { AgentConfig } from './settings.js';
 import type { Clock, Timer } from './clock.js';
@@ -78,6 +79,8 @@ export interface PoolHost {
   readonly config: AgentConfig;
   /** Where this process's containers get their socket folders (owner.ts). */
   readonly socketFolder: string;
+  /** How containers' socket folders are made (iofs.ts). */
+  readonly socketDirs: SocketDirs;
   readonly clock: Clock;
   readonly log: Logger;
   /** The server's logger, for containers' output (at info, paced per container). */
@@ -257,6 +260,7 @@ export class SlotPool {
         driver: host.driver,
         token,
         dir: join(host.socketFolder, id),
+        dirs: host.socketDirs,
         labels: host.labels(spec),
         output: new ContainerOutput(host.logger, host.clock, spec, id),
         log: host.log,

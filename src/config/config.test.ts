@@ -25,6 +25,14 @@ describe('compileConfig', () => {
     expect(a.statsIntervalMs).toBe(Infinity);
   });
 
+  it('reads FN_IOFS_TMPFS as auto (the default), or Fn\'s boolean, and refuses anything else', () => {
+    expect(compileConfig({}, dir).agent.iofsTmpfs).toBe('auto');
+    expect(compileConfig({ FN_IOFS_TMPFS: 'AUTO' }, dir).agent.iofsTmpfs).toBe('auto');
+    expect(compileConfig({ FN_IOFS_TMPFS: '1' }, dir).agent.iofsTmpfs).toBe('true');
+    expect(compileConfig({ FN_IOFS_TMPFS: 'false' }, dir).agent.iofsTmpfs).toBe('false');
+    expect(() => compileConfig({ FN_IOFS_TMPFS: 'maybe' }, dir)).toThrow(new ConfigError('FN_IOFS_TMPFS=maybe is not supported; use auto, true or false'));
+  });
+
   it('gives one data directory one owner identity, however its path is spelled', () => {
     const data = join(dir, 'data');
     mkdirSync(data);

@@ -205,6 +205,8 @@ export interface AgentSettings {
   readonly nonBlockingResources: boolean;
   /** FN_IOFS_PATH: host folder for the containers' sockets; default derived from FN_DB_URL. */
   readonly iofsPath: string;
+  /** FN_IOFS_TMPFS: each container's socket folder a size-capped tmpfs: `auto` (where this process can mount beside the engine), `true` (required), `false`. */
+  readonly iofsTmpfs: 'auto' | 'true' | 'false';
   /** FN_DOCKER_NETWORKS (space or comma separated) */
   readonly dockerNetworks: readonly string[];
   /** FN_MAX_PIDS (50) */
@@ -313,6 +315,17 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   throw new ConfigError(`${name}=${raw} is not supported; use one of: ${allowed.join(', ')}`);
 }
 
+/** FN_IOFS_TMPFS: Fn's boolean (true/false in any of flag()'s spellings), or `auto`, the default. */
+function iofsTmpfs(env: Env): 'auto' | 'true' | 'false' {
+  const raw = read(env, 'FN_IOFS_TMPFS');
+  if (raw === undefined || raw.toLowerCase() === 'auto') return 'auto';
+  try {
+    return flag(env, 'FN_IOFS_TMPFS') ? 'true' : 'false';
+  } catch {
+    throw new ConfigError(`FN_IOFS_TMPFS=${raw} is not supported; use auto, true or false`);
+  }
+}
+
 /**
  * Builds the default database URL: `./data/fn.db` under the working directory,
  * in Fn's `sqlite3://` form.
@@ -366,6 +379,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       maxTotalCpuMillis: integer(env, 'FN_MAX_TOTAL_CPU_MCPUS', 0, 0, 1_000_000),
       nonBlockingResources: flag(env, 'FN_ENABLE_NB_RESOURCE_TRACKER'),
       iofsPath,
+      iofsTmpfs: iofsTmpfs(env),
       dockerNetworks: (read(env, 'FN_DOCKER_NETWORKS') ?? '').split(/[\s,]+/).filter(Boolean),
       maxPids: integer(env, 'FN_MAX_PIDS', 50, 1, 1_000_000),
       maxOpenFiles: integer(env, 'FN_MAX_OPEN_FILES', 350, 16, 1_048_576),

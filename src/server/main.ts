@@ -6,7 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
-import { Agent, AsyncWorkers, CallSpans, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, type AsyncWorkersOptions, type Invoker } from '../agent/index.js';
+import { Agent, AsyncWorkers, CallSpans, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, socketDirs, type AsyncWorkersOptions, type Invoker, type SocketDirs } from '../agent/index.js';
 import type { Config, NodeType } from '../config/index.js';
 import { openSqlDatastore, type CallStore, type SqlDatastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
@@ -62,7 +62,7 @@ export function createLogger(config: Config): Logger {
 }
 
 /** The local agent with its Docker driver and resource tracker, as a full node (and later a pure runner) runs it. */
-function createAgent(config: Config, logger: Logger, changes: Changes, spans: CallSpans | undefined, overrides: Partial<Config['agent']> = {}): Agent {
+function createAgent(config: Config, logger: Logger, changes: Changes, spans: CallSpans | undefined, dirs: SocketDirs, overrides: Partial<Config['agent']> = {}): Agent {
   const a = { ...config.agent, ...overrides };
   const capacity = computeCapacity(readHost(), a.maxTotalMemoryBytes, a.maxTotalCpuMillis);
   logger.info({ memoryMB: Math.floor(capacity.memoryBytes / MB), cpuMillis: capacity.cpuMillis }, 'capacity for functions');
@@ -74,7 +74,7 @@ function createAgent(config: Config, logger: Logger, changes: Changes, spans: Ca
     unprivileged: a.unprivileged,
     networks: a.dockerNetworks,
   });
-  return new Agent({ driver, resources: new MemoryCpuTracker(capacity), logger, changes, config: { ...a, instance: selfInstance() }, ...(spans ? { spans } : {}) });
+  return new Agent({ driver, resources: new MemoryCpuTracker(capacity), logger, changes, config: { ...a, instance: selfInstance() }, socketDirs: dirs, ...(spans ? { spans } : {}) });
 }
 
 /**
@@ -83,7 +83,9 @@ function createAgent(config: Config, logger: Logger, changes: Changes, spans: Ca
  * probes) and calls fail until the engine answers.
  */
 async function startAgent(config: Config, logger: Logger, changes: Changes, { metrics, tracing }: Telemetry, overrides: Partial<Config['agent']> = {}): Promise<Agent> {
-  const agent = createAgent(config, logger, changes, tracing ? new CallSpans(tracing.recorder) : undefined, overrides);
+  // Decided before the engine is asked anything: FN_IOFS_TMPFS=true that cannot be kept stops the server.
+  const dirs = await socketDirs(config.agent.iofsTmpfs, config.agent.iofsPath, logger.child({ module: 'agent' }));
+  const agent = createAgent(config, logger, changes, tracing ? new CallSpans(tracing.recorder) : undefined, dirs, overrides);
   if (metrics) {
     metrics.watchResources(agent.resources);
     agent.addListener(metrics);
