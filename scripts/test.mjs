@@ -1,9 +1,13 @@
 #!/usr/bin/env node
 // `npm test`: type-checks src/, test/ and bench/ while the suite runs (the
 // suite mostly waits on Docker, so the type check costs no wall time), and
-// fails if either fails. Arguments go to vitest (`npm test -- test/api`).
+// fails if either fails; then prints the ten slowest tests and test files,
+// so the suite's time budget stays in view. Arguments go to vitest
+// (`npm test -- test/api`).
 import { spawn } from 'node:child_process';
-import { dirname, join } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -19,12 +23,32 @@ function run(args, capture) {
   });
 }
 
+const reportDir = mkdtempSync(join(tmpdir(), 'fnts-test-report-'));
+const report = join(reportDir, 'report.json');
+const started = Date.now();
 const typecheck = run([bin('typescript', 'bin/tsc'), '-p', 'tsconfig.json'], true);
-const suite = run([bin('vitest', 'vitest.mjs'), 'run', ...process.argv.slice(2)], false);
+const suite = run([bin('vitest', 'vitest.mjs'), 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...process.argv.slice(2)], false);
 const [types, tests] = await Promise.all([typecheck, suite]);
+printSlowest(report, Date.now() - started);
+rmSync(reportDir, { recursive: true, force: true });
 if (types.code !== 0) {
   process.stderr.write(`\nfnts: the type check failed (tsc -p tsconfig.json); fix these and run npm test again:\n${types.output}\n`);
 } else {
   process.stderr.write('fnts: type check passed\n');
 }
 process.exit(types.code !== 0 ? types.code : tests.code);
+
+/** The ten slowest tests and test files of the run, from vitest's JSON report (nothing when there is none). */
+function printSlowest(file, wallMs) {
+  let data;
+  try {
+    data = JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    return;
+  }
+  const files = (data.testResults ?? []).map((f) => ({ name: relative(root, f.name), ms: (f.endTime ?? 0) - (f.startTime ?? 0), tests: f.assertionResults ?? [] }));
+  const tests = files.flatMap((f) => f.tests.map((t) => ({ name: `${f.name} > ${t.fullName ?? t.title}`, ms: t.duration ?? 0 })));
+  const line = (x) => `  ${(x.ms / 1000).toFixed(1).padStart(6)} s  ${x.name.length > 150 ? `${x.name.slice(0, 147)}...` : x.name}`;
+  const slowest = (list) => [...list].sort((a, b) => b.ms - a.ms).slice(0, 10).map(line).join('\n');
+  process.stderr.write(`\nfnts: the ten slowest test files:\n${slowest(files)}\nfnts: the ten slowest tests:\n${slowest(tests)}\nfnts: ${data.numTotalTests ?? '?'} tests in ${files.length} files, ${(wallMs / 1000).toFixed(0)} s wall\n`);
+}

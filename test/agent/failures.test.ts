@@ -118,9 +118,15 @@ describe('a burst of 200 calls to a cold function', () => {
       const statuses = new Map<number, number>();
       for (const r of results) statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
       expect([...statuses.keys()].every((st) => st === 200 || st === 503)).toBe(true);
-      expect(statuses.get(200) ?? 0).toBeGreaterThan(20);
+      // Memory a finished container frees is used again: more calls succeed than fit at once
+      // (how many more depends on how fast this machine starts containers).
+      expect(statuses.get(200) ?? 0).toBeGreaterThan(10);
       for (const r of results) expect(r.ms).toBeLessThan(20_000 + 2000);
+      // A call is refused only once it has waited its share of the fn's timeout (half of it) for memory.
+      const refused = results.filter((x) => x.status === 503);
+      for (const r of refused) expect(r.ms).toBeGreaterThanOrEqual(10_000 - 50);
       for (const r of results.filter((x) => x.status === 200)) expect(JSON.parse(r.json.body).i).toBeTypeOf('number');
+      console.info(`burst: ${statuses.get(200) ?? 0} of 200 calls answered 200 within their deadline, ${refused.length} refused after waiting ${Math.round(Math.min(...refused.map((r) => r.ms)))}-${Math.round(Math.max(...refused.map((r) => r.ms)))} ms; at most ${peak} containers at once`);
     } finally {
       clearInterval(sampler);
     }

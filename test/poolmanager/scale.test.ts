@@ -146,10 +146,20 @@ describe.each(['docker', 'swarm'] as const)('a managed fleet on the %s control p
         `${plane}: scale up: first refusal at +${firstRefusal === undefined ? '-' : firstRefusal - t0} ms, a new runner's first call at +${newRunnerFirstCall! - t0} ms ` +
           `(${firstRefusal === undefined ? 'no refusal seen' : `${newRunnerFirstCall! - firstRefusal} ms after the first refusal`}); 3 runners at +${scaledUp - t0} ms`,
       );
-      // Every runner takes calls.
-      await new Promise((r) => setTimeout(r, 2000));
-      const handled = await handledBy();
-      expect([...handled.values()].every((n) => n > 0), JSON.stringify([...handled])).toBe(true);
+      // Every runner takes calls: the newest one once the LB has polled the
+      // manager's membership (FNTS_NPM_POLL_MSECS), a call every other runner
+      // refused has reached it, and its first container has started and answered.
+      let handled = await handledBy();
+      const everyRunnerTakes = await eventually(
+        async () => {
+          handled = await handledBy();
+          return [...handled.values()].every((n) => n > 0);
+        },
+        30_000,
+        100,
+      );
+      expect(everyRunnerTakes, JSON.stringify([...handled])).toBe(true);
+      console.log(`${plane}: every one of the 3 runners had handled a call ${Date.now() - scaledUp} ms after the third joined: ${JSON.stringify([...handled.values()])}`);
 
       // The load falls to one caller: the extra runners drain and go, while calls keep coming.
       callers = 1;
