@@ -25,6 +25,15 @@ describe('compileConfig', () => {
     expect(a.statsIntervalMs).toBe(Infinity);
   });
 
+  it('gives a pure runner without FN_DB_URL an owner of its own (its gRPC port), not the default data directory\'s', () => {
+    const full = compileConfig({}, dir).agent.owner;
+    const runner = compileConfig({ FN_NODE_TYPE: 'pure-runner' }, dir).agent.owner;
+    expect(runner).not.toBe(full);
+    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner' }, join(dir, 'elsewhere')).agent.owner).toBe(runner);
+    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '9192' }, dir).agent.owner).not.toBe(runner);
+    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_DB_URL: 'sqlite3:///srv/r1/fn.db' }, dir).agent.owner).toBe(compileConfig({ FN_DB_URL: 'sqlite3:///srv/r1/fn.db' }, dir).agent.owner);
+  });
+
   it('reads FN_IOFS_TMPFS as auto (the default), or Fn\'s boolean, and refuses anything else', () => {
     expect(compileConfig({}, dir).agent.iofsTmpfs).toBe('auto');
     expect(compileConfig({ FN_IOFS_TMPFS: 'AUTO' }, dir).agent.iofsTmpfs).toBe('auto');

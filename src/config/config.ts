@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { accessSync, constants as fsConstants, existsSync, readFileSync, realpathSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { homedir, hostname, tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join, resolve } from 'node:path';
 
 export type NodeType = 'full' | 'api' | 'lb' | 'pure-runner' | 'poolmanager';
@@ -223,7 +223,8 @@ export interface AgentSettings {
   readonly launchPolicy: 'adaptive' | 'seed';
   /**
    * Whose containers these are: a hash of the canonical database location
-   * (the same for every spelling of one data directory), stable across
+   * (the same for every spelling of one data directory), or for a pure
+   * runner without FN_DB_URL of its host and gRPC port; stable across
    * restarts. Each process adds its own instance identity beside it, so that
    * servers sharing a database never remove each other's live containers.
    */
@@ -344,7 +345,12 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     throw new ConfigError(`FN_PUBLIC_LB_URL=${publicUrl} is not an http(s) URL; use e.g. https://fn.example.com`);
   }
   const dbUrl = read(env, 'FN_DB_URL') ?? defaultDbUrl(cwd);
-  const owner = createHash('sha256').update(canonicalDbLocation(dbUrl, cwd)).digest('hex').slice(0, 12);
+  // A pure runner keeps no database: without FN_DB_URL it does not claim the
+  // default data directory (a full node's, started from the same folder), but
+  // is known by its gRPC port on this host, stable across its restarts.
+  const runnerByPort = rawType === 'pure-runner' && read(env, 'FN_DB_URL') === undefined;
+  const ownedBy = runnerByPort ? `pure-runner:${hostname()}:${integer(env, 'FN_GRPC_PORT', 9190, 0, 65535)}` : canonicalDbLocation(dbUrl, cwd);
+  const owner = createHash('sha256').update(ownedBy).digest('hex').slice(0, 12);
   const iofsPath = resolve(cwd, read(env, 'FN_IOFS_PATH') ?? join(tmpdir(), 'fnts', owner));
   const containerTag = read(env, 'FN_CONTAINER_LABEL_TAG');
   if (containerTag !== undefined && !/^[A-Za-z0-9_.-]{1,63}$/.test(containerTag)) {
