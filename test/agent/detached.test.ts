@@ -5,6 +5,7 @@
  * the server is killed mid-call.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -150,6 +151,23 @@ describe('detached calls', () => {
       }),
     } as RequestInit);
     expect(chunked.status).toBe(413);
+    // Announced with Expect: 100-continue, it is refused before it is sent.
+    const u = new URL(`${s.url}/invoke/${fn.id}`);
+    const announced = await new Promise<{ status: number; continued: boolean }>((resolve, reject) => {
+      let continued = false;
+      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { ...detached, expect: '100-continue', 'content-length': cap + 1 } });
+      req.on('continue', () => {
+        continued = true;
+        req.end(Buffer.alloc(cap + 1));
+      });
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, continued }));
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    expect(announced).toEqual({ status: 413, continued: false });
     expect((await json(`${s.url}/v2/fns/${fn.id}/calls`)).items).toEqual([]);
     const at = await fetch(`${s.url}/invoke/${fn.id}`, { method: 'POST', headers: { ...detached, 'Content-Type': 'application/json' }, body: JSON.stringify({ pad: 'x'.repeat(cap - 20) }) });
     expect(at.status).toBe(202);
