@@ -261,6 +261,41 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     expect(await detached.outcome).toMatchObject({ status: 'error', httpStatus: 400, errorUser: false });
   });
 
+  it("runs a fn's detached calls on the hot container its sync calls left idle, and theirs on its", async () => {
+    const { driver, spec, call, agent } = setup({ echo });
+    const fn = spec('echo');
+    const detached = (id: string) =>
+      agent.invoke({ id, type: 'detached', fn, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: [], createdAt: Date.now() }, Buffer.from(id)).response;
+    expect(text(await call(fn, 'sync'))).toBe('{"got":"sync"}');
+    expect(text(await detached('d1'))).toBe('{"got":"d1"}');
+    expect(text(await call(fn, 'again'))).toBe('{"got":"again"}');
+    expect(driver.containers).toHaveLength(1);
+    expect(driver.containers[0]!.calls).toBe(3);
+    expect(driver.containers[0]!.spec.env['FN_TYPE']).toBe('sync');
+  });
+
+  it('pays a container started for detached calls from the async area only, one a sync call waits for from anywhere', async () => {
+    // 1000 MB: 200 kept for sync calls, 800 for both. A 450 MB fn fits once in the async area, twice with the reserve.
+    const { driver, spec, agent } = setup({ slow: sleepy(300) }, {}, 1000);
+    const fn = spec('slow', { memory: 450 });
+    let n = 0;
+    const invoke = (type: 'sync' | 'detached') =>
+      agent.invoke({ id: `${type}-${n++}`, type, fn, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: [], createdAt: Date.now() }, null);
+    const first = invoke('detached');
+    await until(() => driver.live().length === 1);
+    // A second detached call may not take the sync reserve: it waits for the first one's container.
+    const second = invoke('detached');
+    await Promise.all([first.response, second.response]);
+    expect(driver.containers).toHaveLength(1);
+    expect(driver.containers[0]!.calls).toBe(2);
+    // A sync call beside a busy detached one may: a second container starts for it.
+    const busy = invoke('detached');
+    await until(() => driver.containers[0]!.calls === 2 && agent.snapshot().queues[0]!.running === 1);
+    const sync = invoke('sync');
+    await Promise.all([busy.response, sync.response]);
+    expect(driver.containers).toHaveLength(2);
+  });
+
   it("evicts as many idle containers as the waiting call needs, and no more", async () => {
     const clock = new ManualClock();
     const { driver, spec, call } = setup({ slow: sleepy(50), echo }, { ejectIdleMs: 100 }, 1000, clock);

@@ -10,9 +10,14 @@
  *   failed by the function (5xx, crash, OOM, timeout)    -> retry after a backoff with jitter,
  *                                                           or dead after its last attempt
  *
- * A worker that dies leaves its leases to expire: the calls run again
- * (at-least-once). Records of the call (queued between attempts, its final
- * outcome with the attempt count) go to `record`.
+ * A worker that dies leaves its leases to expire (or to releaseDead at the
+ * next start): the calls run again (at-least-once), and the queue counts
+ * each such redelivery. A call whose deliveries ended with the process
+ * dying `maxRedeliveries` times is a poison call: it is dead-lettered
+ * before it runs again, so a call that kills its server cannot keep it in
+ * a crash loop. Records of the call (queued between attempts, its final
+ * outcome with the attempt count), each with the log of the attempt that
+ * led to it, go to `record`.
  */
 import type { Logger } from 'pino';
 import { ApiError, callFromJson, callRecord, E, queuedRecord, type Call, type CallOutcome, type CallRecord } from '../models/index.js';
@@ -24,7 +29,17 @@ import type { ResourceTracker } from './resource.js';
 /** Added to a call's timeout for its lease: a worker alive renews it long before. */
 const LEASE_HEADROOM_MS = 30_000;
 const IDLE_POLL_MS = 200;
+/** Calls running at once (leased and not yet answered). */
 const MAX_IN_FLIGHT = 64;
+/**
+ * Calls answered and being settled (their log awaited, record stored, queue
+ * told) at once: settling holds no container, so it does not count against
+ * MAX_IN_FLIGHT, but a slow store must still stop the leasing.
+ */
+const MAX_SETTLING = 1024;
+
+/** FNTS_ASYNC_MAX_REDELIVERIES' default. */
+export const DEFAULT_MAX_REDELIVERIES = 3;
 
 /** Exponential backoff with full jitter: up to 1 s, 2 s, 4 s ... (at most a minute) after attempt n. */
 export function retryDelayMs(attempt: number, random: () => number = Math.random): number {
@@ -40,10 +55,18 @@ export interface AsyncWorkersOptions {
   readonly log: Logger;
   /**
    * Stores a record of the call: queued between attempts, and the last
-   * outcome. Awaited before the queue is told: a call is acknowledged only
-   * once its outcome is stored (a crash in between runs it again).
+   * outcome, each with the log of the attempt that led to it (when it wrote
+   * any), in one write: a record that says the call ended never comes
+   * before its log. Awaited before the queue is told: a call is
+   * acknowledged only once its outcome is stored (a crash in between runs
+   * it again).
    */
-  readonly record: (record: CallRecord) => Promise<void>;
+  readonly record: (record: CallRecord, log?: string) => Promise<void>;
+  /**
+   * FNTS_ASYNC_MAX_REDELIVERIES (3): a call whose lease was taken back from
+   * a dead holder this many times is dead-lettered instead of run again.
+   */
+  readonly maxRedeliveries?: number;
   /** This process (owner.ts's instance): the holder of its leases. */
   readonly instance: string;
   /** Tells whether another instance's process runs (default: owner.ts's instanceAlive). */
@@ -54,7 +77,10 @@ export interface AsyncWorkersOptions {
 
 export class AsyncWorkers {
   private readonly stop = new AbortController();
+  /** Calls leased and not yet answered. */
   private readonly running = new Set<Promise<void>>();
+  /** Calls answered, being settled. */
+  private readonly settling = new Set<Promise<void>>();
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
 
@@ -107,6 +133,10 @@ export class AsyncWorkers {
         await Promise.race(this.running);
         continue;
       }
+      if (this.settling.size >= MAX_SETTLING) {
+        await Promise.race(this.settling);
+        continue;
+      }
       let item: QueuedCall | undefined;
       try {
         // A generous lease to start with; renewed from the call's own timeout once it is read.
@@ -120,27 +150,51 @@ export class AsyncWorkers {
         await this.pause(IDLE_POLL_MS);
         continue;
       }
-      const job = this.execute(item).catch((err: unknown) => this.o.log.error({ err, call: item!.id }, 'a detached call could not be settled; it will run again'));
+      const job = this.execute(item);
       this.running.add(job);
       void job.finally(() => this.running.delete(job));
     }
   }
 
+  /** Runs a leased call; resolves once it is answered, its settling left running (in `settling`). Never rejects. */
   private async execute(item: QueuedCall): Promise<void> {
+    const { id, attempts, redeliveries, maxAttempts } = item;
+    const fail = (err: unknown): void => this.o.log.error({ err, call: id }, 'a detached call could not be settled; it will run again');
     let call: Call;
     try {
       call = callFromJson(JSON.parse(item.callJson));
     } catch (err) {
-      await this.o.queue.dead(item.id, `unreadable call: ${err instanceof Error ? err.message : String(err)}`);
+      await this.o.queue.dead(id, `unreadable call: ${err instanceof Error ? err.message : String(err)}`).catch(fail);
       return;
     }
+    const maxRedeliveries = this.o.maxRedeliveries ?? DEFAULT_MAX_REDELIVERIES;
+    if (redeliveries >= maxRedeliveries) {
+      this.settle(this.poisoned(call, item).catch(fail));
+      return;
+    }
+    let ran: { outcome: CallOutcome; log: Promise<string> };
+    try {
+      ran = await this.runLeased(call, item);
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    this.settle(this.settled(call, { id, attempts, maxAttempts }, ran.outcome, ran.log).catch(fail));
+  }
+
+  private settle(job: Promise<void>): void {
+    this.settling.add(job);
+    void job.finally(() => this.settling.delete(job));
+  }
+
+  /** Runs the call with its lease kept alive; resolves once it is over (its answer drained). */
+  private async runLeased(call: Call, item: QueuedCall): Promise<{ outcome: CallOutcome; log: Promise<string> }> {
     const leaseMs = call.fn.timeoutS * 1000 + LEASE_HEADROOM_MS;
     await this.o.queue.extend(item.id, leaseMs);
     const renew = setInterval(() => {
       this.o.queue.extend(item.id, leaseMs).catch((err: unknown) => this.o.log.warn({ err, call: item.id }, 'could not extend a lease'));
     }, leaseMs / 3);
     renew.unref();
-    let outcome: CallOutcome;
     try {
       const running = this.o.invoker.invoke(call, item.body, item.body.length);
       // Nobody reads a detached call's answer: a streamed one is drained so its container goes free.
@@ -152,32 +206,53 @@ export class AsyncWorkers {
         },
         () => undefined,
       );
-      outcome = await running.outcome;
+      const outcome = await running.outcome;
       await answered;
+      return { outcome, log: running.log };
     } finally {
       clearInterval(renew);
     }
+  }
+
+  /**
+   * A call whose deliveries kept ending with their process dead: recorded
+   * as failed (its attempts: every delivery begun) and dead-lettered, not
+   * run. POST .../retry runs it again once the cause is fixed.
+   */
+  private async poisoned(call: Call, item: QueuedCall): Promise<void> {
+    const reason =
+      `Not run again: the server running this call stopped (crashed or was killed) during ${item.redeliveries} of its deliveries ` +
+      `(FNTS_ASYNC_MAX_REDELIVERIES=${this.o.maxRedeliveries ?? DEFAULT_MAX_REDELIVERIES}); retry it once the cause is fixed`;
+    this.o.log.error({ call: item.id, fn: item.fnId, redeliveries: item.redeliveries }, 'a detached call killed its server on every delivery: dead-lettered (poison call)');
+    await this.o.record({ ...queuedRecord(call, item.attempts + item.redeliveries, reason), status: 'error', completed_at: new Date().toISOString() });
+    await this.o.queue.dead(item.id, reason);
+    this.o.events?.onDead?.(call);
+  }
+
+  /** Tells the queue how the call ended, once its record (and log) is stored. */
+  private async settled(call: Call, item: Pick<QueuedCall, 'id' | 'attempts' | 'maxAttempts'>, outcome: CallOutcome, logged: Promise<string>): Promise<void> {
+    const log = (await logged) || undefined;
     const attempt = item.attempts + 1;
     if (outcome.httpStatus === 503 && outcome.error === E.ServiceUnavailable.message) {
       // Cut by a stopping server: the next start runs it again, uncounted.
-      await this.o.record(queuedRecord(call, item.attempts, outcome.error));
+      await this.o.record(queuedRecord(call, item.attempts, outcome.error), log);
       await this.o.queue.retry(item.id, 0, false);
       return;
     }
     if (outcome.httpStatus === 503 && outcome.error === E.CallTimeoutServerBusy.message) {
       // Not the function's doing: try again soon, without counting it.
-      await this.o.record(queuedRecord(call, item.attempts, outcome.error));
+      await this.o.record(queuedRecord(call, item.attempts, outcome.error), log);
       await this.o.queue.retry(item.id, 1000, false);
       return;
     }
     const failedByFunction = outcome.httpStatus >= 500 && (outcome.errorUser || outcome.httpStatus !== 503);
     if (failedByFunction && attempt < item.maxAttempts) {
-      await this.o.record(queuedRecord(call, attempt, outcome.error));
+      await this.o.record(queuedRecord(call, attempt, outcome.error), log);
       await this.o.queue.retry(item.id, retryDelayMs(attempt), true);
       this.o.events?.onRetry?.(call);
       return;
     }
-    await this.o.record({ ...callRecord(call, outcome), attempts: attempt });
+    await this.o.record({ ...callRecord(call, outcome), attempts: attempt }, log);
     if (failedByFunction) {
       await this.o.queue.dead(item.id, outcome.error ?? `status ${outcome.httpStatus}`);
       this.o.events?.onDead?.(call);
@@ -189,5 +264,6 @@ export class AsyncWorkers {
     this.stop.abort(new ApiError(E.ServiceUnavailable));
     await this.loop;
     await Promise.allSettled([...this.running]);
+    await Promise.allSettled([...this.settling]);
   }
 }

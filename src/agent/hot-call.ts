@@ -112,7 +112,7 @@ class HotCall {
    */
   private waitForContainer(): Promise<{ container: HotContainer; overdue: boolean }> {
     const cancel = this.signal.signal;
-    return untilSlotDeadline(this.spec, cancel, (deadline) => this.pool.acquire(cancel, deadline));
+    return untilSlotDeadline(this.spec, cancel, (deadline) => this.pool.acquire(cancel, deadline, this.req.call.type === 'detached'));
   }
 
   private async exec(deadline: Date, statsIntervalMs: number): Promise<CallResponse> {

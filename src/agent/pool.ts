@@ -120,7 +120,15 @@ export class SlotPool {
   stale = false;
   /** Launches still waiting for resources: aborted when nobody waits for them any more. */
   private readonly reserving = new Set<AbortController>();
+  /**
+   * Sync calls waiting here. The pool serves the fn's sync and detached
+   * calls alike (spec.ts); a new container is paid as its waiters may pay:
+   * from anywhere while a sync call waits, else from the async area only.
+   */
+  private syncWaiting = 0;
   private poll: Timer | undefined;
+  /** A check, a turn later, that the pool is still empty before it is dropped. */
+  private dropCheck: NodeJS.Immediate | undefined;
 
   constructor(
     readonly spec: FunctionSpec,
@@ -149,7 +157,8 @@ export class SlotPool {
    * container or the start's error), or until `cancel` aborts.
    * `overdue`: it waited past the slot deadline.
    */
-  async acquire(cancel: AbortSignal, deadline: AbortSignal): Promise<{ container: HotContainer; overdue: boolean }> {
+  async acquire(cancel: AbortSignal, deadline: AbortSignal, detached = false): Promise<{ container: HotContainer; overdue: boolean }> {
+    if (!detached) this.syncWaiting++;
     try {
       const acquired = this.queue.acquire(cancel, deadline);
       this.checkLaunch();
@@ -157,6 +166,7 @@ export class SlotPool {
       const container = await acquired;
       return { container, overdue: deadline.aborted };
     } finally {
+      if (!detached) this.syncWaiting--;
       this.trimReservations();
     }
   }
@@ -193,7 +203,7 @@ export class SlotPool {
   /** Memory and CPU for a new container: at once in fail-fast mode (else null), or waited for. */
   private async reserve(): Promise<ResourceToken | null | 'aborted'> {
     const { spec, host } = this;
-    const request = spec.request;
+    const request = spec.requests[this.syncWaiting > 0 ? 'sync' : 'detached'];
     if (host.config.nonBlockingResources) return host.tryReserve(request);
     const ctl = new AbortController();
     this.reserving.add(ctl);
@@ -335,12 +345,22 @@ export class SlotPool {
     this.dropIfEmpty();
   }
 
-  /** Drops the pool from its agent when nothing is left in it. */
+  /**
+   * Drops the pool from its agent when nothing is left in it, checked again
+   * a turn later: a container just handed to a waiting call is in no count
+   * until that call runs on it (a few promise turns on), and a pool dropped
+   * meanwhile (say by the launch that call no longer needs) would strand
+   * the container idle where neither calls nor the evictor find it.
+   */
   dropIfEmpty(): void {
-    if (!this.queue.isEmpty()) return;
-    this.poll?.clear();
-    this.poll = undefined;
-    this.host.dropped(this);
+    if (!this.queue.isEmpty() || this.dropCheck) return;
+    this.dropCheck = setImmediate(() => {
+      this.dropCheck = undefined;
+      if (!this.queue.isEmpty()) return;
+      this.poll?.clear();
+      this.poll = undefined;
+      this.host.dropped(this);
+    });
   }
 
   /** Stops launching: waiting calls fail with `reason`, resource waits end. */

@@ -1,15 +1,23 @@
 /**
- * What the agent needs to run a fn's calls of one type: computed once per
- * version of the fn (its CallFn, shared by the calls) and call type, then
- * kept beside it.
+ * What the agent needs to run a fn's calls: computed once per version of
+ * the fn (its CallFn, shared by the calls) and call type, then kept beside it.
+ *
+ * Sync and detached calls of one fn share hot containers (as Fn's do): a
+ * container is the same whichever type of call it serves, so the slot key
+ * and the container's environment do not depend on the call type. What the
+ * type changes is where memory for a new container may come from (the
+ * resource tracker's areas): a container started for detached calls only
+ * is paid from the async area, one started for a sync call from anywhere;
+ * an idle container the fn already has costs nothing new, whoever takes it.
  */
 import type { CallFn, CallType, FnFormat } from '../models/index.js';
 import type { ResourceRequest } from './resource.js';
 import { slotKey } from './slots.js';
 
 export interface FunctionSpec {
-  /** Slot queue key: equal keys mean interchangeable containers. */
+  /** Slot queue key: equal keys mean interchangeable containers (the same for both call types). */
   readonly key: string;
+  /** The call type this view of the spec was asked for: `request` is that type's. */
   readonly type: CallType;
   readonly appId: string;
   readonly appName: string;
@@ -23,11 +31,14 @@ export interface FunctionSpec {
   readonly tmpfsMB: number;
   readonly timeoutMs: number;
   readonly idleTimeoutMs: number;
-  /** What each container (or cold call) reserves: detached calls from the async area only. */
+  /** What a container (or cold call) started for a call of `type` reserves: detached calls from the async area only. */
   readonly request: ResourceRequest;
+  /** `request` for each call type: a hot pool serves both, and pays a new container as the calls waiting for it may. */
+  readonly requests: Readonly<Record<CallType, ResourceRequest>>;
   /**
    * The container's environment: app config, then fn config, then the FDK
-   * contract's FN_* (which config cannot override).
+   * contract's FN_* (which config cannot override). FN_TYPE is `sync`
+   * whatever the call, as Fn sets it: a container serves both types.
    */
   readonly env: Readonly<Record<string, string>>;
 }
@@ -43,7 +54,7 @@ export function containerBase(spec: FunctionSpec): { image: string; memoryBytes:
   };
 }
 
-function buildSpec(fn: CallFn, type: CallType): FunctionSpec {
+function buildSpec(fn: CallFn): Omit<FunctionSpec, 'type' | 'request'> {
   const env: Record<string, string> = {
     ...fn.config,
     FN_FORMAT: fn.format,
@@ -53,8 +64,9 @@ function buildSpec(fn: CallFn, type: CallType): FunctionSpec {
     FN_FN_ID: fn.fnId,
     FN_FN_NAME: fn.fnName,
     FN_MEMORY: String(fn.memoryMB),
-    FN_TYPE: type,
+    FN_TYPE: 'sync',
   };
+  const request = { memoryMB: fn.memoryMB, cpuMillis: fn.cpuMillis };
   return {
     key: slotKey({
       app: fn.appId,
@@ -68,7 +80,6 @@ function buildSpec(fn: CallFn, type: CallType): FunctionSpec {
       format: fn.format,
       env,
     }),
-    type,
     appId: fn.appId,
     appName: fn.appName,
     fnId: fn.fnId,
@@ -80,7 +91,7 @@ function buildSpec(fn: CallFn, type: CallType): FunctionSpec {
     tmpfsMB: fn.tmpfsMB,
     timeoutMs: fn.timeoutS * 1000,
     idleTimeoutMs: fn.idleTimeoutS * 1000,
-    request: { memoryMB: fn.memoryMB, cpuMillis: fn.cpuMillis, isAsync: type === 'detached' },
+    requests: { sync: { ...request, isAsync: false }, detached: { ...request, isAsync: true } },
     env,
   };
 }
@@ -90,9 +101,16 @@ const specs = new WeakMap<CallFn, { sync?: FunctionSpec; detached?: FunctionSpec
 /**
  * The spec of `fn`'s calls of `type`. Kept with the CallFn object: the calls
  * of one fn version share it, so this is a lookup, not a hash, per call.
+ * Both types' specs share one key and environment.
  */
 export function functionSpec(fn: CallFn, type: CallType = 'sync'): FunctionSpec {
   let byType = specs.get(fn);
   if (!byType) specs.set(fn, (byType = {}));
-  return (byType[type] ??= buildSpec(fn, type));
+  let spec = byType[type];
+  if (!spec) {
+    const other = byType[type === 'sync' ? 'detached' : 'sync'];
+    const shared = other ?? buildSpec(fn);
+    spec = byType[type] = { ...shared, type, request: shared.requests[type] };
+  }
+  return spec;
 }

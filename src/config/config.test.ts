@@ -69,6 +69,14 @@ describe('compileConfig', () => {
     expect(() => compileConfig({ FN_MQ_URL: 'redis://u:secret@q:6379' }, dir)).not.toThrow();
   });
 
+  it("takes the detached calls' limits and the queue's durability switch, with their defaults, and refuses values out of range", () => {
+    expect(compileConfig({}, dir).detached).toEqual({ maxBodyBytes: 6 * 1024 * 1024, maxRedeliveries: 3, allowVolatile: false });
+    expect(compileConfig({ FNTS_ASYNC_MAX_BODY_SIZE: '1024', FNTS_ASYNC_MAX_REDELIVERIES: '1', FNTS_MQ_ALLOW_VOLATILE: 'true' }, dir).detached).toEqual({ maxBodyBytes: 1024, maxRedeliveries: 1, allowVolatile: true });
+    expect(() => compileConfig({ FNTS_ASYNC_MAX_BODY_SIZE: '0' }, dir)).toThrow(/FNTS_ASYNC_MAX_BODY_SIZE=0 is out of range; use a value from 1 to 1073741824/);
+    expect(() => compileConfig({ FNTS_ASYNC_MAX_REDELIVERIES: '0' }, dir)).toThrow(/FNTS_ASYNC_MAX_REDELIVERIES=0 is out of range; use a value from 1 to 100/);
+    expect(() => compileConfig({ FNTS_MQ_ALLOW_VOLATILE: 'maybe' }, dir)).toThrow(/FNTS_MQ_ALLOW_VOLATILE=maybe is not a boolean/);
+  });
+
   it('takes FN_LOG_FORMAT as json (the default) or text, in any case, and refuses anything else saying what to use', () => {
     expect(compileConfig({}, dir).logFormat).toBe('json');
     expect(compileConfig({ FN_LOG_FORMAT: 'text' }, dir).logFormat).toBe('text');

@@ -50,6 +50,8 @@ export interface Config {
   // ---- call records (the calls API)
   /** FN_MQ_URL: the queue of detached calls; undefined = the embedded one (in the server's database), or redis://host:port/db. */
   readonly mqUrl: string | undefined;
+  /** Detached calls: how big a body is kept, when a call is poison, whether a queue may lose calls. */
+  readonly detached: DetachedSettings;
   /** FNTS_CALL_RECORDS (on): keep a record and log of every call; `off` keeps none. */
   readonly callRecords: boolean;
   /** FNTS_METRICS (on): serve Prometheus metrics at /metrics; `off` serves none and counts nothing. */
@@ -80,6 +82,38 @@ export interface Config {
   readonly fleet: FleetSettings;
   // ---- the pool manager (poolmanager)
   readonly pool: PoolSettings;
+}
+
+/** Detached calls (Fn-Invoke-Type: detached) and their queue (FN_MQ_URL). */
+export interface DetachedSettings {
+  /**
+   * FNTS_ASYNC_MAX_BODY_SIZE (6 MiB): the largest detached body accepted
+   * (413 beyond), FN_MAX_REQUEST_SIZE too when that is smaller. Fn caps no
+   * body by default, but Fn never stores one: a detached body here is kept
+   * whole in the queue until its call has run.
+   */
+  readonly maxBodyBytes: number;
+  /**
+   * FNTS_ASYNC_MAX_REDELIVERIES (3): a detached call whose lease was taken
+   * back from a dead process this many times is dead-lettered, not run again.
+   */
+  readonly maxRedeliveries: number;
+  /**
+   * FNTS_MQ_ALLOW_VOLATILE (false): start on a Redis server that would lose
+   * queued calls when it restarts (no append-only file fsynced at least every second).
+   */
+  readonly allowVolatile: boolean;
+}
+
+/** FNTS_ASYNC_MAX_BODY_SIZE's default. */
+export const DEFAULT_ASYNC_MAX_BODY_BYTES = 6 * 1024 * 1024;
+
+function detachedSettings(env: Env): DetachedSettings {
+  return Object.freeze({
+    maxBodyBytes: integer(env, 'FNTS_ASYNC_MAX_BODY_SIZE', DEFAULT_ASYNC_MAX_BODY_BYTES, 1, 1024 * 1024 * 1024),
+    maxRedeliveries: integer(env, 'FNTS_ASYNC_MAX_REDELIVERIES', 3, 1, 100),
+    allowVolatile: flag(env, 'FNTS_MQ_ALLOW_VOLATILE'),
+  });
 }
 
 /**
@@ -397,6 +431,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       containerTag,
     }),
     mqUrl: mqUrl(env),
+    detached: detachedSettings(env),
     callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
     metrics: oneOf(env, 'FNTS_METRICS', ['on', 'off'] as const, 'on') === 'on',
     otlpTracesUrl: otlpTracesUrl(env),

@@ -112,5 +112,23 @@ export function runCallStoreContract(name: string, open: () => Promise<OpenedCal
       await expect(calls.getLog('f1', 'n1')).rejects.toMatchObject({ status: 404 });
       expect(await calls.getLog('f1', 'n4')).toBe('z');
     });
+
+    it('lists queued records older than a time, oldest first, page by page, and writes over those still queued only', async () => {
+      const calls = await store();
+      const queued = (id: string, second: number): CallRecord => ({ ...record(id, 'f1', at(second)), status: 'queued' });
+      await calls.insert([queued('q1', 1), queued('q2', 2), queued('q3', 2), record('done', 'f1', at(1)), queued('young', 9)]);
+      const first = await calls.queuedBefore(at(5), 2);
+      expect(first.map((r) => r.id)).toEqual(['q1', 'q2']);
+      const next = await calls.queuedBefore(at(5), 2, { createdAt: first[1]!.created_at, id: first[1]!.id });
+      expect(next.map((r) => r.id)).toEqual(['q3']);
+      // q2 ran meanwhile: its outcome stays.
+      await calls.insert([record('q2', 'f1', at(2))]);
+      const failed = [...first, ...next].map((r) => ({ ...r, status: 'error' as CallStatus, error: 'lost' }));
+      expect(await calls.replaceQueued(failed)).toBe(2);
+      expect(await calls.getCall('f1', 'q1')).toMatchObject({ status: 'error', error: 'lost' });
+      expect(await calls.getCall('f1', 'q2')).toMatchObject({ status: 'success' });
+      expect((await calls.listCalls({ fnId: 'f1', perPage: 10, fromTime: at(1), toTime: at(1) })).items.map((r) => r.status).sort()).toEqual(['error', 'success']);
+      expect(await calls.queuedBefore(at(10), 10)).toMatchObject([{ id: 'young' }]);
+    });
   });
 }

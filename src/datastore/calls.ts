@@ -49,4 +49,16 @@ export interface CallStore {
   getLog(fnId: string, callId: string): Promise<string>;
   /** Returns how many records were removed. */
   prune(before: string, perFn: number): Promise<number>;
+  /**
+   * Records whose status is `queued` and that were created before `before`
+   * (RFC 3339), oldest first (created_at, then id), after `after` when
+   * given; at most `limit`. For the reconciler of detached calls.
+   */
+  queuedBefore(before: string, limit: number, after?: { readonly createdAt: string; readonly id: string }): Promise<CallRecord[]>;
+  /**
+   * Writes each of `records` over the stored record of its id only while
+   * that one's status is still `queued`, each as one atomic step (a record
+   * that moved on meanwhile is left alone); resolves with how many were written.
+   */
+  replaceQueued(records: readonly CallRecord[]): Promise<number>;
 }

@@ -5,4 +5,5 @@
 export { IDEMPOTENCY_WINDOW_MS } from './queue.js';
 export type { Queue, QueuedCall } from './queue.js';
 export { RedisQueue } from './redis.js';
+export type { RedisPersistence } from './redis.js';
 export { SqlQueue } from './sql.js';

@@ -29,7 +29,7 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       t += 1;
       await q.enqueue(item('b'));
       const first = await q.reserve(30_000, 'w1');
-      expect(first).toMatchObject({ id: 'a', fnId: 'f1', callJson: '{"id":"a"}', attempts: 0, maxAttempts: 3 });
+      expect(first).toMatchObject({ id: 'a', fnId: 'f1', callJson: '{"id":"a"}', attempts: 0, maxAttempts: 3, redeliveries: 0 });
       expect(first!.body.toString()).toBe('body of a');
       expect((await q.reserve(30_000, 'w1'))?.id).toBe('b');
       expect(await q.reserve(30_000, 'w1')).toBeUndefined();
@@ -117,6 +117,64 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       t += 5000;
       expect(await q.reserve(30_000, 'w1')).toMatchObject({ id: 'again', attempts: 1 });
       expect(await q.size()).toBe(2);
+    });
+
+    it('keeps a body byte for byte, whatever its bytes', async () => {
+      const q = await queue();
+      const body = Buffer.from(Array.from({ length: 1024 }, (_, i) => i % 256));
+      await q.enqueue({ ...item('bin'), body });
+      expect((await q.reserve(30_000, 'w1'))!.body.equals(body)).toBe(true);
+    });
+
+    it('counts every lease taken back from a dead holder, either way, and only those; a redrive starts over', async () => {
+      const q = await queue();
+      await q.enqueue(item('a'));
+      expect(await q.reserve(1000, 'w1')).toMatchObject({ id: 'a', redeliveries: 0 });
+      // Taken back from a holder known dead...
+      expect(await q.releaseDead((h) => h === 'w1')).toBe(1);
+      expect(await q.reserve(1000, 'w2')).toMatchObject({ id: 'a', redeliveries: 1 });
+      // ...and from one whose lease ran out.
+      t += 1001;
+      expect(await q.reserve(1000, 'w3')).toMatchObject({ id: 'a', redeliveries: 2 });
+      // A retry is the worker's own decision, not a redelivery; neither is a lease kept alive.
+      await q.retry('a', 0, true);
+      expect(await q.reserve(1000, 'w3')).toMatchObject({ id: 'a', attempts: 1, redeliveries: 2 });
+      await q.extend('a', 5000);
+      t += 2000;
+      expect(await q.reserve(1000, 'w4')).toBeUndefined();
+      await q.dead('a', 'poison');
+      expect(await q.redrive('f1', 'a')).toBe(true);
+      expect(await q.reserve(1000, 'w3')).toMatchObject({ id: 'a', attempts: 0, redeliveries: 0 });
+    });
+
+    it('tells which calls it holds, dead ones included, acknowledged ones not', async () => {
+      const q = await queue();
+      for (const id of ['leased', 'dead', 'done', 'ready']) {
+        await q.enqueue(item(id));
+        t += 1;
+      }
+      for (const id of ['leased', 'dead', 'done']) expect(await q.reserve(30_000, 'w1')).toMatchObject({ id });
+      await q.dead('dead', 'crashed');
+      await q.ack('done');
+      expect([...(await q.has(['ready', 'leased', 'dead', 'done', 'never']))].sort()).toEqual(['dead', 'leased', 'ready']);
+      expect(await q.has([])).toEqual(new Set());
+    });
+
+    it('removes dead items once they have been dead long enough, and nothing else', async () => {
+      const q = await queue();
+      for (const id of ['old', 'young', 'live']) await q.enqueue(item(id));
+      for (let i = 0; i < 3; i++) await q.reserve(30_000, 'w1');
+      await q.dead('old', 'crashed');
+      t += 1000;
+      const youngDied = t;
+      await q.dead('young', 'crashed');
+      t += 60_000;
+      expect(await q.pruneDead(youngDied)).toBe(1);
+      expect([...(await q.has(['old', 'young', 'live']))].sort()).toEqual(['live', 'young']);
+      expect(await q.redrive('f1', 'old')).toBe(false);
+      expect(await q.pruneDead(t)).toBe(1);
+      expect(await q.has(['old', 'young', 'live'])).toEqual(new Set(['live']));
+      expect(await q.size()).toBe(1);
     });
   });
 }

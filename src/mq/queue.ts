@@ -6,8 +6,10 @@
  *
  *   enqueue ──▶ ready ──reserve(lease)──▶ leased ──ack──▶ (gone)
  *                 ▲                         │  │
- *                 └──── retry(delay) ───────┘  └──dead──▶ dead (kept for inspection)
- *                 └──── lease expires (the worker died) ───┘
+ *                 ├──── retry(delay) ───────┘  └──dead──▶ dead ──pruneDead──▶ (gone)
+ *                 │                                         │
+ *                 ├──── lease taken back (holder died) ─────┤ (redeliveries + 1)
+ *                 └──── redrive ◀───────────────────────────┘
  *
  * Rules every implementation MUST keep:
  * - enqueue() resolves only once the item is durable; it throws if it is not.
@@ -15,8 +17,15 @@
  *   no other reserve() returns it. A lease that ends without ack, retry or
  *   dead (the worker died) makes the item ready again; releaseDead() ends
  *   the leases of holders known dead at once.
+ * - A lease taken back, by releaseDead() or by a reserve() that takes an
+ *   item whose lease ended, adds one to the item's `redeliveries`, in the
+ *   same atomic step: a call whose deliveries keep killing their process is
+ *   counted even when every process that leased it died (the worker
+ *   dead-letters it past FNTS_ASYNC_MAX_REDELIVERIES instead of running it).
  * - retry() makes the item ready again after `delayMs`; `counted` adds an
- *   attempt. dead() keeps the item, out of delivery, with its reason.
+ *   attempt. dead() keeps the item, out of delivery, with its reason and
+ *   the time it died, until pruneDead() removes it. redrive() makes a dead
+ *   item ready again, attempts and redeliveries back to 0.
  * - Items are reserved oldest ready first.
  */
 
@@ -29,6 +38,8 @@ export interface QueuedCall {
   /** Attempts made so far (not counting one in progress). */
   readonly attempts: number;
   readonly maxAttempts: number;
+  /** How often a lease on it was taken back from a holder that died (see the rules above). */
+  readonly redeliveries: number;
 }
 
 /** How long an idempotency key names its call. */
@@ -40,14 +51,15 @@ export interface Queue {
    * IDEMPOTENCY_WINDOW_MS, queues nothing. Resolves with the id of the call
    * that stands for this submission: the item's, or the earlier one's.
    */
-  enqueue(item: Omit<QueuedCall, 'attempts'>, key?: string): Promise<string>;
-  /** Makes a dead item ready again with its attempts reset; false when no dead item has this id (and fn). */
+  enqueue(item: Omit<QueuedCall, 'attempts' | 'redeliveries'>, key?: string): Promise<string>;
+  /** Makes a dead item ready again with its attempts and redeliveries reset; false when no dead item has this id (and fn). */
   redrive(fnId: string, id: string): Promise<boolean>;
   /** The oldest ready item, leased for `leaseMs` to `holder` (a process); undefined when none is ready. */
   reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined>;
   /**
    * Ends at once the leases of holders `isDead` says are gone (a server
-   * killed mid-call, restarted): their items are ready again. Returns how many.
+   * killed mid-call, restarted): their items are ready again, each with one
+   * more redelivery. Returns how many.
    */
   releaseDead(isDead: (holder: string) => boolean): Promise<number>;
   /** Extends a lease still held. */
@@ -55,6 +67,10 @@ export interface Queue {
   ack(id: string): Promise<void>;
   retry(id: string, delayMs: number, counted: boolean): Promise<void>;
   dead(id: string, reason: string): Promise<void>;
+  /** Removes the items dead since before `before` (ms since the epoch), bodies and all; resolves with how many. */
+  pruneDead(before: number): Promise<number>;
+  /** Which of `ids` the queue holds, in any state (dead ones included). */
+  has(ids: readonly string[]): Promise<Set<string>>;
   /** Ready and leased items (not dead ones). */
   size(): Promise<number>;
   /** Since when (ms since the epoch) the longest-waiting ready item has been ready to run; undefined when none is. */

@@ -1,15 +1,23 @@
 /**
  * The queue of detached calls on Redis (FN_MQ_URL=redis://host:port/db), for
  * fleets whose nodes share no database file. Every step is one Lua script,
- * so workers on many nodes never lease one item twice. Times are the
- * caller's clock (passed in), as the SQL queue's are.
+ * so workers on many nodes never lease one item twice, and a lease taken
+ * back is counted (redeliveries) in the script that takes it. Times are the
+ * caller's clock (passed in), as the SQL queue's are. Bodies are stored as
+ * the bytes they are (Redis strings are binary-safe): no encoding, no copy
+ * beyond the one the connection writes.
  *
- *   <p>item:<id>   hash: fn_id, call_json, body (base64), attempts, max_attempts, state, holder, reason
+ *   <p>item:<id>   hash: fn_id, call_json, body, attempts, max_attempts, redeliveries, state, holder, reason
  *   <p>ready       sorted set: id by the time it may run
  *   <p>leased      sorted set: id by the end of its lease
+ *   <p>dead        sorted set: id by the time it died
  *   <p>key:<fn>:<k> the call an idempotency key named, and when (kept a day)
+ *
+ * Durability is the Redis server's: an item is kept across a Redis restart
+ * only with its append-only file on (persistence(); the server refuses to
+ * start without it unless FNTS_MQ_ALLOW_VOLATILE=true).
  */
-import { Redis } from 'ioredis';
+import { Redis, ReplyError } from 'ioredis';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
 
 const ENQUEUE = `
@@ -24,7 +32,7 @@ if ARGV[7] ~= '' then
   end
   redis.call('SET', k, id .. ':' .. now, 'PX', ARGV[8])
 end
-redis.call('HSET', p .. 'item:' .. id, 'fn_id', ARGV[3], 'call_json', ARGV[4], 'body', ARGV[5], 'attempts', 0, 'max_attempts', ARGV[6], 'state', 'ready')
+redis.call('HSET', p .. 'item:' .. id, 'fn_id', ARGV[3], 'call_json', ARGV[4], 'body', ARGV[5], 'attempts', 0, 'max_attempts', ARGV[6], 'redeliveries', 0, 'state', 'ready')
 redis.call('ZADD', p .. 'ready', now, id)
 return id`;
 
@@ -40,8 +48,9 @@ if not id then return false end
 redis.call('ZREM', p .. from, id)
 redis.call('ZADD', p .. 'leased', now + lease, id)
 redis.call('HSET', p .. 'item:' .. id, 'state', 'leased', 'holder', holder)
-local f = redis.call('HMGET', p .. 'item:' .. id, 'fn_id', 'call_json', 'body', 'attempts', 'max_attempts')
-return { id, f[1], f[2], f[3], f[4], f[5] }`;
+if from == 'leased' then redis.call('HINCRBY', p .. 'item:' .. id, 'redeliveries', 1) end
+local f = redis.call('HMGET', p .. 'item:' .. id, 'fn_id', 'call_json', 'body', 'attempts', 'max_attempts', 'redeliveries')
+return { id, f[1], f[2], f[3], f[4], f[5], f[6] or '0' }`;
 
 const EXTEND = `
 local p = KEYS[1]
@@ -52,6 +61,7 @@ const ACK = `
 local p = KEYS[1]
 redis.call('ZREM', p .. 'leased', ARGV[1])
 redis.call('ZREM', p .. 'ready', ARGV[1])
+redis.call('ZREM', p .. 'dead', ARGV[1])
 redis.call('DEL', p .. 'item:' .. ARGV[1])
 return 1`;
 
@@ -69,6 +79,7 @@ local p, id = KEYS[1], ARGV[1]
 if redis.call('EXISTS', p .. 'item:' .. id) == 0 then return 0 end
 redis.call('ZREM', p .. 'leased', id)
 redis.call('ZREM', p .. 'ready', id)
+redis.call('ZADD', p .. 'dead', tonumber(ARGV[3]), id)
 redis.call('HSET', p .. 'item:' .. id, 'state', 'dead', 'holder', '', 'reason', ARGV[2])
 redis.call('HINCRBY', p .. 'item:' .. id, 'attempts', 1)
 return 1`;
@@ -77,7 +88,8 @@ const REDRIVE = `
 local p, id = KEYS[1], ARGV[2]
 local f = redis.call('HMGET', p .. 'item:' .. id, 'state', 'fn_id')
 if f[1] ~= 'dead' or f[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', p .. 'item:' .. id, 'state', 'ready', 'attempts', 0, 'reason', '')
+redis.call('HSET', p .. 'item:' .. id, 'state', 'ready', 'attempts', 0, 'redeliveries', 0, 'reason', '')
+redis.call('ZREM', p .. 'dead', id)
 redis.call('ZADD', p .. 'ready', tonumber(ARGV[3]), id)
 return 1`;
 
@@ -87,7 +99,37 @@ if redis.call('HGET', p .. 'item:' .. id, 'holder') ~= ARGV[2] or not redis.call
 redis.call('ZREM', p .. 'leased', id)
 redis.call('ZADD', p .. 'ready', tonumber(ARGV[3]), id)
 redis.call('HSET', p .. 'item:' .. id, 'state', 'ready', 'holder', '')
+redis.call('HINCRBY', p .. 'item:' .. id, 'redeliveries', 1)
 return 1`;
+
+/** At most this many dead items go per script run: a large backlog is pruned over several runs, never in one long stall of Redis. */
+const PRUNE_BATCH = 500;
+
+const PRUNE_DEAD = `
+local p = KEYS[1]
+local ids = redis.call('ZRANGEBYSCORE', p .. 'dead', '-inf', '(' .. ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do
+  redis.call('DEL', p .. 'item:' .. id)
+  redis.call('ZREM', p .. 'dead', id)
+end
+return #ids`;
+
+const HAS = `
+local p, found = KEYS[1], {}
+for i, id in ipairs(ARGV) do found[i] = redis.call('EXISTS', p .. 'item:' .. id) end
+return found`;
+
+/**
+ * What keeps a Redis server's data across its own restart, as its CONFIG
+ * says: `durable` with the append-only file fsynced every second or on
+ * every write; `volatile` otherwise (nothing, or RDB snapshots only: what
+ * was written since the last snapshot is lost); `unknown` when the server
+ * refuses CONFIG (renamed, or not allowed for this user).
+ */
+export type RedisPersistence =
+  | { readonly kind: 'durable'; readonly appendfsync: string }
+  | { readonly kind: 'volatile'; readonly appendonly: string; readonly appendfsync: string; readonly save: string }
+  | { readonly kind: 'unknown'; readonly refusal: string };
 
 export class RedisQueue implements Queue {
   private readonly redis: Redis;
@@ -102,18 +144,28 @@ export class RedisQueue implements Queue {
     this.redis.on('error', () => undefined);
   }
 
-  private run(script: string, ...args: Array<string | number>): Promise<unknown> {
+  private run(script: string, ...args: Array<string | number | Buffer>): Promise<unknown> {
     return this.redis.eval(script, 1, this.prefix, ...args);
   }
 
-  async enqueue(item: Omit<QueuedCall, 'attempts'>, key?: string): Promise<string> {
-    return (await this.run(ENQUEUE, item.id, this.now(), item.fnId, item.callJson, item.body.toString('base64'), item.maxAttempts, key ?? '', IDEMPOTENCY_WINDOW_MS)) as string;
+  async enqueue(item: Omit<QueuedCall, 'attempts' | 'redeliveries'>, key?: string): Promise<string> {
+    return (await this.run(ENQUEUE, item.id, this.now(), item.fnId, item.callJson, item.body, item.maxAttempts, key ?? '', IDEMPOTENCY_WINDOW_MS)) as string;
   }
 
   async reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined> {
-    const r = (await this.run(RESERVE, this.now(), leaseMs, holder)) as [string, string, string, string, string, string] | null;
+    // Answered as bytes: the body comes back as the Buffer it went in as.
+    const r = (await this.redis.callBuffer('EVAL', RESERVE, 1, this.prefix, this.now(), leaseMs, holder)) as Buffer[] | null;
     if (!r) return undefined;
-    return { id: r[0], fnId: r[1], callJson: r[2], body: Buffer.from(r[3], 'base64'), attempts: Number(r[4]), maxAttempts: Number(r[5]) };
+    const [id, fnId, callJson, body, attempts, maxAttempts, redeliveries] = r as [Buffer, Buffer, Buffer, Buffer, Buffer, Buffer, Buffer];
+    return {
+      id: id.toString(),
+      fnId: fnId.toString(),
+      callJson: callJson.toString(),
+      body,
+      attempts: Number(attempts.toString()),
+      maxAttempts: Number(maxAttempts.toString()),
+      redeliveries: Number(redeliveries.toString()),
+    };
   }
 
   async releaseDead(isDead: (holder: string) => boolean): Promise<number> {
@@ -140,11 +192,32 @@ export class RedisQueue implements Queue {
   }
 
   async dead(id: string, reason: string): Promise<void> {
-    await this.run(DEAD, id, reason);
+    await this.run(DEAD, id, reason, this.now());
   }
 
   async redrive(fnId: string, id: string): Promise<boolean> {
     return Number(await this.run(REDRIVE, fnId, id, this.now())) === 1;
+  }
+
+  async pruneDead(before: number): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const n = Number(await this.run(PRUNE_DEAD, before, PRUNE_BATCH));
+      removed += n;
+      if (n < PRUNE_BATCH) return removed;
+    }
+  }
+
+  async has(ids: readonly string[]): Promise<Set<string>> {
+    const held = new Set<string>();
+    for (let i = 0; i < ids.length; i += PRUNE_BATCH) {
+      const batch = ids.slice(i, i + PRUNE_BATCH);
+      const found = (await this.run(HAS, ...batch)) as number[];
+      batch.forEach((id, j) => {
+        if (found[j] === 1) held.add(id);
+      });
+    }
+    return held;
   }
 
   async size(): Promise<number> {
@@ -156,6 +229,30 @@ export class RedisQueue implements Queue {
     // The ready set is scored by the time each item becomes ready.
     const [, score] = await this.redis.zrangebyscore(`${this.prefix}ready`, '-inf', this.now(), 'WITHSCORES', 'LIMIT', 0, 1);
     return score === undefined ? undefined : Number(score);
+  }
+
+  /**
+   * The server's persistence settings (CONFIG GET). Throws when the server
+   * cannot be reached; a server that answers CONFIG with an error is `unknown`.
+   */
+  async persistence(): Promise<RedisPersistence> {
+    let settings: Map<string, string>;
+    try {
+      const pairs = [
+        ...((await this.redis.config('GET', 'appendonly')) as string[]),
+        ...((await this.redis.config('GET', 'appendfsync')) as string[]),
+        ...((await this.redis.config('GET', 'save')) as string[]),
+      ];
+      settings = new Map();
+      for (let i = 0; i + 1 < pairs.length; i += 2) settings.set(pairs[i]!, pairs[i + 1]!);
+    } catch (err) {
+      if (err instanceof ReplyError) return { kind: 'unknown', refusal: (err as Error).message };
+      throw err;
+    }
+    const appendonly = settings.get('appendonly') ?? '';
+    const appendfsync = settings.get('appendfsync') ?? '';
+    if (appendonly === 'yes' && (appendfsync === 'everysec' || appendfsync === 'always')) return { kind: 'durable', appendfsync };
+    return { kind: 'volatile', appendonly, appendfsync, save: settings.get('save') ?? '' };
   }
 
   async close(): Promise<void> {

@@ -1,11 +1,38 @@
 /**
  * The embedded queue: detached calls in a table of the server's own
- * database (the SQLite file by default: nothing to set up). Each step is one
- * statement, so servers sharing the file never lease one item twice.
+ * database (the SQLite file by default: nothing to set up). Each step on an
+ * item is one statement, so servers sharing the file never lease one item
+ * twice, and a lease taken back is counted (redeliveries) in the statement
+ * that takes it.
+ *
+ * A call's body lives apart from its item (mq_bodies), in chunks of
+ * BODY_CHUNK_BYTES, written once when it is queued and read once when it
+ * is leased: the item's row, updated at every lease, retry and extension,
+ * stays small, and since SQLite runs on the event loop, a large body is
+ * written and read a chunk per turn of it, never in one long stall.
+ *
+ *   enqueue:  body chunks (one statement each) ──▶ item (+ idempotency key), one transaction
+ *   reserve:  item leased (one statement) ──▶ body chunks read into one buffer
+ *   ack, prune: item, then its body
+ *
+ * A body no item refers to (an enqueue cut short by a crash) is removed by
+ * pruneDead once ORPHAN_BODY_MS old.
  */
 import type { Kysely } from 'kysely';
 import type { SqlSchema } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
+
+/** Ids per `IN (...)` list: well under every database's limit on bound parameters. */
+const IDS_PER_QUERY = 500;
+/** A body is stored and read in chunks of this size, one per turn of the event loop. */
+const BODY_CHUNK_BYTES = 256 * 1024;
+/** A body with no item this long after it was written is a leftover: its enqueue never finished. */
+const ORPHAN_BODY_MS = 10 * 60_000;
+
+/** Lets whatever else waits on the event loop (requests, timers) go before the next chunk. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 export class SqlQueue implements Queue {
   constructor(
@@ -13,52 +40,74 @@ export class SqlQueue implements Queue {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async enqueue(item: Omit<QueuedCall, 'attempts'>, key?: string): Promise<string> {
+  async enqueue(item: Omit<QueuedCall, 'attempts' | 'redeliveries'>, key?: string): Promise<string> {
     const at = this.now();
-    return this.db()
-      .transaction()
-      .execute(async (trx) => {
-        if (key !== undefined) {
-          const earlier = await trx
-            .selectFrom('mq_keys')
-            .select(['call_id', 'created_at'])
-            .where('fn_id', '=', item.fnId)
-            .where('key', '=', key)
-            .executeTakeFirst();
-          if (earlier && earlier.created_at > at - IDEMPOTENCY_WINDOW_MS) return earlier.call_id;
-          await trx
-            .insertInto('mq_keys')
-            .values({ fn_id: item.fnId, key, call_id: item.id, created_at: at })
-            .onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
-            .execute();
-          // Keys past their window are of no use any more.
-          await trx.deleteFrom('mq_keys').where('created_at', '<=', at - IDEMPOTENCY_WINDOW_MS).execute();
-        }
-        await trx
-          .insertInto('mq')
-          .values({
-            id: item.id,
-            fn_id: item.fnId,
-            call_json: item.callJson,
-            body: item.body,
-            attempts: 0,
-            max_attempts: item.maxAttempts,
-            state: 'ready',
-            enqueued_at: at,
-            available_at: at,
-            lease_until: 0,
-            leased_by: null,
-            reason: null,
-          })
+    const { body } = item;
+    try {
+      for (let off = 0, seq = 0; off < body.length; off += BODY_CHUNK_BYTES, seq++) {
+        if (seq > 0) await nextTurn();
+        await this.db()
+          .insertInto('mq_bodies')
+          .values({ id: item.id, seq, chunk: body.subarray(off, off + BODY_CHUNK_BYTES), created_at: at })
           .execute();
-        return item.id;
-      });
+      }
+      const id = await this.db()
+        .transaction()
+        .execute(async (trx) => {
+          if (key !== undefined) {
+            const earlier = await trx
+              .selectFrom('mq_keys')
+              .select(['call_id', 'created_at'])
+              .where('fn_id', '=', item.fnId)
+              .where('key', '=', key)
+              .executeTakeFirst();
+            if (earlier && earlier.created_at > at - IDEMPOTENCY_WINDOW_MS) return earlier.call_id;
+            await trx
+              .insertInto('mq_keys')
+              .values({ fn_id: item.fnId, key, call_id: item.id, created_at: at })
+              .onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
+              .execute();
+            // Keys past their window are of no use any more.
+            await trx.deleteFrom('mq_keys').where('created_at', '<=', at - IDEMPOTENCY_WINDOW_MS).execute();
+          }
+          await trx
+            .insertInto('mq')
+            .values({
+              id: item.id,
+              fn_id: item.fnId,
+              call_json: item.callJson,
+              body_bytes: body.length,
+              attempts: 0,
+              max_attempts: item.maxAttempts,
+              state: 'ready',
+              enqueued_at: at,
+              available_at: at,
+              lease_until: 0,
+              leased_by: null,
+              reason: null,
+              redeliveries: 0,
+              dead_at: null,
+            })
+            .execute();
+          return item.id;
+        });
+      // The same submission again: its body is not needed.
+      if (id !== item.id) await this.db().deleteFrom('mq_bodies').where('id', '=', item.id).execute();
+      return id;
+    } catch (err) {
+      await this.db()
+        .deleteFrom('mq_bodies')
+        .where('id', '=', item.id)
+        .execute()
+        .catch(() => undefined);
+      throw err;
+    }
   }
 
   async redrive(fnId: string, id: string): Promise<boolean> {
     const res = await this.db()
       .updateTable('mq')
-      .set({ state: 'ready', attempts: 0, available_at: this.now(), lease_until: 0, leased_by: null, reason: null })
+      .set({ state: 'ready', attempts: 0, redeliveries: 0, available_at: this.now(), lease_until: 0, leased_by: null, reason: null, dead_at: null })
       .where('id', '=', id)
       .where('fn_id', '=', fnId)
       .where('state', '=', 'dead')
@@ -70,7 +119,13 @@ export class SqlQueue implements Queue {
     const now = this.now();
     const row = await this.db()
       .updateTable('mq')
-      .set({ state: 'leased', lease_until: now + leaseMs, leased_by: holder })
+      // An item still `leased` here is one whose lease ended: taken back, and counted.
+      .set((eb) => ({
+        state: 'leased',
+        lease_until: now + leaseMs,
+        leased_by: holder,
+        redeliveries: eb.case().when('state', '=', 'leased').then(eb('redeliveries', '+', 1)).else(eb.ref('redeliveries')).end(),
+      }))
       .where('id', '=', (eb) =>
         eb
           .selectFrom('mq')
@@ -80,10 +135,24 @@ export class SqlQueue implements Queue {
           .orderBy('enqueued_at')
           .limit(1),
       )
-      .returningAll()
+      .returning(['id', 'fn_id', 'call_json', 'body_bytes', 'attempts', 'max_attempts', 'redeliveries'])
       .executeTakeFirst();
     if (!row) return undefined;
-    return { id: row.id, fnId: row.fn_id, callJson: row.call_json, body: Buffer.from(row.body), attempts: row.attempts, maxAttempts: row.max_attempts };
+    const body = await this.readBody(row.id, Number(row.body_bytes));
+    return { id: row.id, fnId: row.fn_id, callJson: row.call_json, body, attempts: row.attempts, maxAttempts: row.max_attempts, redeliveries: row.redeliveries };
+  }
+
+  /** A body, a chunk per turn, into one buffer of its size. */
+  private async readBody(id: string, bytes: number): Promise<Buffer> {
+    const body = Buffer.allocUnsafe(bytes);
+    let at = 0;
+    for (let seq = 0; at < bytes; seq++) {
+      if (seq > 0) await nextTurn();
+      const row = await this.db().selectFrom('mq_bodies').select('chunk').where('id', '=', id).where('seq', '=', seq).executeTakeFirst();
+      if (!row || at + row.chunk.length > bytes) throw new Error(`the queued body of call ${id} is damaged (chunk ${seq} ${row ? 'too long' : 'missing'})`);
+      at += row.chunk.copy(body, at);
+    }
+    return body;
   }
 
   async releaseDead(isDead: (holder: string) => boolean): Promise<number> {
@@ -91,7 +160,12 @@ export class SqlQueue implements Queue {
     let released = 0;
     for (const { leased_by: holder } of holders) {
       if (holder === null || !isDead(holder)) continue;
-      const res = await this.db().updateTable('mq').set({ state: 'ready', lease_until: 0, leased_by: null }).where('state', '=', 'leased').where('leased_by', '=', holder).executeTakeFirst();
+      const res = await this.db()
+        .updateTable('mq')
+        .set((eb) => ({ state: 'ready', lease_until: 0, leased_by: null, redeliveries: eb('redeliveries', '+', 1) }))
+        .where('state', '=', 'leased')
+        .where('leased_by', '=', holder)
+        .executeTakeFirst();
       released += Number(res.numUpdatedRows);
     }
     return released;
@@ -102,7 +176,9 @@ export class SqlQueue implements Queue {
   }
 
   async ack(id: string): Promise<void> {
+    // The item first: a body without its item is a leftover pruneDead removes; an item without its body could not run.
     await this.db().deleteFrom('mq').where('id', '=', id).execute();
+    await this.db().deleteFrom('mq_bodies').where('id', '=', id).execute();
   }
 
   async retry(id: string, delayMs: number, counted: boolean): Promise<void> {
@@ -116,9 +192,36 @@ export class SqlQueue implements Queue {
   async dead(id: string, reason: string): Promise<void> {
     await this.db()
       .updateTable('mq')
-      .set((eb) => ({ state: 'dead', reason, attempts: eb('attempts', '+', 1) }))
+      .set((eb) => ({ state: 'dead', reason, attempts: eb('attempts', '+', 1), lease_until: 0, leased_by: null, dead_at: this.now() }))
       .where('id', '=', id)
       .execute();
+  }
+
+  async pruneDead(before: number): Promise<number> {
+    const dead = await this.db().selectFrom('mq').select('id').where('state', '=', 'dead').where('dead_at', '<', before).execute();
+    let removed = 0;
+    for (let i = 0; i < dead.length; i += IDS_PER_QUERY) {
+      const ids = dead.slice(i, i + IDS_PER_QUERY).map((r) => r.id);
+      const res = await this.db().deleteFrom('mq').where('id', 'in', ids).where('state', '=', 'dead').executeTakeFirst();
+      removed += Number(res.numDeletedRows);
+      await this.db().deleteFrom('mq_bodies').where('id', 'in', ids).execute();
+    }
+    // Bodies of enqueues that never finished.
+    await this.db()
+      .deleteFrom('mq_bodies')
+      .where('created_at', '<', this.now() - ORPHAN_BODY_MS)
+      .where(({ not, exists, selectFrom }) => not(exists(selectFrom('mq').select('mq.id').whereRef('mq.id', '=', 'mq_bodies.id'))))
+      .execute();
+    return removed;
+  }
+
+  async has(ids: readonly string[]): Promise<Set<string>> {
+    const held = new Set<string>();
+    for (let i = 0; i < ids.length; i += IDS_PER_QUERY) {
+      const rows = await this.db().selectFrom('mq').select('id').where('id', 'in', ids.slice(i, i + IDS_PER_QUERY)).execute();
+      for (const r of rows) held.add(r.id);
+    }
+    return held;
   }
 
   /** The database is the datastore's: it closes it. */

@@ -22,6 +22,12 @@ import type { Target, TargetLookup } from './lookup.js';
 /** Takes detached calls (Fn-Invoke-Type: detached): persists them before the caller hears 202. */
 export interface DetachedIntake {
   /**
+   * The largest detached body it keeps (FNTS_ASYNC_MAX_BODY_SIZE): a body
+   * is stored whole until its call runs, so it is bounded even when
+   * FN_MAX_REQUEST_SIZE is not; the smaller of the two applies.
+   */
+  readonly maxBodyBytes: number;
+  /**
    * Resolves once the call is durable, with the id of the call that stands
    * for it (an earlier one's, for a repeated idempotency key); throws (503)
    * when it could not be kept.
@@ -181,22 +187,22 @@ export class InvokeHandler {
   }
 
   /**
-   * A detached call: its whole body is read (within FN_MAX_REQUEST_SIZE), the
-   * call persisted, and only then is the caller answered 202 with its id.
+   * A detached call: its whole body is read (within the detached cap: see
+   * detachedLimit), the call persisted, and only then is the caller
+   * answered 202 with its id.
    */
   private async acceptDetached(req: IncomingMessage, res: ServerResponse, framing: RequestFraming, call: Call): Promise<void> {
-    const { body } = await this.requestBody(req, framing);
-    let whole: Buffer;
-    if (body === null) whole = Buffer.alloc(0);
-    else if (Buffer.isBuffer(body)) whole = body;
-    else {
-      const chunks: Buffer[] = [];
-      for await (const chunk of body) chunks.push(chunk as Buffer);
-      whole = Buffer.concat(chunks);
-    }
-    const id = await this.deps.detached!.accept(call, whole, framing.idempotencyKey);
+    const intake = this.deps.detached!;
+    const body = await readDetachedBody(req, framing, this.detachedLimit());
+    const id = await intake.accept(call, body, framing.idempotencyKey);
     res.writeHead(202, ['Fn-Call-Id', id, 'Content-Length', '0']);
     res.end();
+  }
+
+  /** The largest detached body taken: the intake's cap, within FN_MAX_REQUEST_SIZE when that is set. */
+  private detachedLimit(): number {
+    const cap = this.deps.detached?.maxBodyBytes ?? Infinity;
+    return this.deps.maxRequestBytes > 0 ? Math.min(cap, this.deps.maxRequestBytes) : cap;
   }
 
   /**
@@ -269,9 +275,9 @@ export class InvokeHandler {
    * refused before the client sends it; anything else is invited in.
    */
   checkContinue(req: IncomingMessage, res: ServerResponse): boolean {
-    const max = this.deps.maxRequestBytes;
-    const { length } = requestFraming(req.rawHeaders);
-    if (max > 0 && length !== undefined && length > max) {
+    const { length, detached } = requestFraming(req.rawHeaders);
+    const max = detached && this.deps.detached ? this.detachedLimit() : this.deps.maxRequestBytes > 0 ? this.deps.maxRequestBytes : Infinity;
+    if (length !== undefined && length > max) {
       // The client holds its body back until told to go on: answer and close.
       res.setHeader('Connection', 'close');
       this.fail(req, res, newId(), new ApiError(E.RequestContentTooBig));
@@ -279,6 +285,62 @@ export class InvokeHandler {
     }
     return false;
   }
+}
+
+/**
+ * A detached call's body, read whole into one buffer (it is stored whole):
+ * refused with 413 as soon as it is known to pass `limit` (declared, or
+ * counted), so that no more than `limit` bytes are ever held for it. A
+ * declared length is read straight into a buffer of that size; a chunked
+ * body is gathered and copied once into a buffer of its final size, each
+ * chunk let go as it is copied. The event loop is free between chunks.
+ */
+async function readDetachedBody(req: IncomingMessage, framing: RequestFraming, limit: number): Promise<Buffer> {
+  const { length, chunked } = framing;
+  if (!chunked && (length === undefined || length === 0)) return Buffer.alloc(0);
+  const declared = chunked ? undefined : length;
+  if (declared !== undefined && declared > limit) throw new ApiError(E.RequestContentTooBig);
+  return new Promise<Buffer>((resolve, reject) => {
+    const into = declared !== undefined ? Buffer.allocUnsafe(declared) : undefined;
+    const chunks: Array<Buffer | undefined> = [];
+    let size = 0;
+    const done = (err: unknown): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onError);
+      if (err) {
+        reject(err);
+        return;
+      }
+      if (into) {
+        resolve(size === into.length ? into : into.subarray(0, size));
+        return;
+      }
+      const whole = Buffer.allocUnsafe(size);
+      let at = 0;
+      for (let i = 0; i < chunks.length; i++) {
+        at += chunks[i]!.copy(whole, at);
+        chunks[i] = undefined;
+      }
+      resolve(whole);
+    };
+    const onData = (c: Buffer): void => {
+      if (size + c.length > (into ? into.length : limit)) {
+        done(new ApiError(E.RequestContentTooBig));
+        return;
+      }
+      if (into) c.copy(into, size);
+      else chunks.push(c);
+      size += c.length;
+    };
+    const onEnd = (): void => done(undefined);
+    const onError = (err?: unknown): void => done(clientGone(err));
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onError);
+    req.once('aborted', onError);
+  });
 }
 
 /** How much of a refused upload is read (and dropped) so its sender sees the answer. */

@@ -15,8 +15,8 @@ import { InvokeHandler } from './invoke.js';
 import { FnLookup } from './lookup.js';
 import { CallRecorder, type CallRecorderOptions } from './records.js';
 import { SyslogForwarder } from './syslog.js';
-import { QueueIntake } from './detached.js';
-import { RedisQueue, SqlQueue, type Queue } from '../mq/index.js';
+import { QueueIntake, QueueReconciler } from './detached.js';
+import { RedisQueue, SqlQueue, type Queue, type RedisPersistence } from '../mq/index.js';
 import { datastoreCheck, engineCheck, queueCheck, runnersCheck } from './probes.js';
 import { buildServer, VERSION } from './server.js';
 import { Metrics, startTracing, type HealthCheck, type Tracing } from '../telemetry/index.js';
@@ -108,9 +108,12 @@ function recorderFor(config: Config, logger: Logger, store: CallRecorderOptions[
  * Detached calls: the intake that queues them, and workers that lease them
  * from the queue and run them through `invoker` while `resources` has async
  * room. Their records go to `store` (undefined: records are off) at once,
- * not batched: the queue lets go of a call only once its outcome is kept.
+ * not batched, each with its attempt's log in the same write: the queue
+ * lets go of a call only once its outcome is kept, and a record never says
+ * a call ended before its log can be read.
  */
 function detachedCalls(o: {
+  readonly config: Config;
   readonly invoker: Invoker;
   readonly queue: Queue;
   readonly resources: AsyncWorkersOptions['resources'];
@@ -126,14 +129,52 @@ function detachedCalls(o: {
     queue: o.queue,
     resources: o.resources,
     log,
-    record: async (r) => {
-      if (store) await store.insert([r]);
+    record: async (r, text) => {
+      if (store) await store.insert([r], text === undefined ? [] : [{ callId: r.id, fnId: r.fn_id, appId: r.app_id, created: Date.parse(r.created_at), log: text }]);
     },
     instance: o.instance,
+    maxRedeliveries: o.config.detached.maxRedeliveries,
     ...(o.metrics ? { events: o.metrics } : {}),
   });
   workers.start();
-  return { workers, intake: new QueueIntake(o.queue, store, workers, log) };
+  return { workers, intake: new QueueIntake(o.queue, store, workers, log, o.config.detached.maxBodyBytes) };
+}
+
+/**
+ * The reconciler of detached calls (detached.ts), on a role that sees both
+ * the call records (`calls`: its datastore's) and the queue the calls wait in.
+ */
+function reconcilerFor(config: Config, logger: Logger, queue: Queue, calls: CallStore): QueueReconciler {
+  const reconciler = new QueueReconciler({ queue, calls: config.callRecords ? calls : undefined, log: logger.child({ module: 'async' }), retentionMs: config.callRetentionMs });
+  reconciler.start();
+  return reconciler;
+}
+
+/**
+ * A Redis queue must keep what it holds across a restart of Redis: the
+ * server refuses to start on one that would not (no append-only file
+ * fsynced at least every second), or whose settings it cannot read, unless
+ * FNTS_MQ_ALLOW_VOLATILE=true, and says what to change.
+ */
+async function requireDurableRedis(queue: RedisQueue, config: Config, logger: Logger): Promise<void> {
+  const where = `FN_MQ_URL=${config.mqUrl!.replace(/\/\/[^@/]*@/, '//***@')}`;
+  let p: RedisPersistence;
+  try {
+    p = await queue.persistence();
+  } catch (err) {
+    throw new Error(`the Redis server at ${where} does not answer (${err instanceof Error ? err.message : String(err)}): start it, or fix FN_MQ_URL`, { cause: err });
+  }
+  if (p.kind === 'durable') {
+    logger.info({ appendfsync: p.appendfsync }, 'the Redis queue keeps detached calls in its append-only file');
+    return;
+  }
+  const why =
+    p.kind === 'unknown'
+      ? `the Redis server at ${where} refused CONFIG GET (${p.refusal}), so fnts cannot check that it keeps queued detached calls across a restart: make sure it runs with appendonly yes and appendfsync everysec (or always)`
+      : `the Redis server at ${where} would lose queued detached calls when it restarts (appendonly ${p.appendonly || '?'}, appendfsync ${p.appendfsync || '?'}, save '${p.save}'): ` +
+        'turn on its append-only file: appendonly yes with appendfsync everysec (in redis.conf, or CONFIG SET appendonly yes then CONFIG REWRITE)';
+  if (!config.detached.allowVolatile) throw new Error(`${why}; or set FNTS_MQ_ALLOW_VOLATILE=true to start anyway and accept that`);
+  logger.warn(`${why}; starting anyway (FNTS_MQ_ALLOW_VOLATILE=true): the records of calls lost that way are marked error`);
 }
 
 /** What a role runs besides the API: the invoke endpoints and what serves them, if any. */
@@ -148,6 +189,8 @@ interface RoleParts {
   readonly syslog?: SyslogForwarder;
   /** Run detached calls from the queue; stop leasing first, their calls end with the invoker's. */
   readonly workers?: AsyncWorkers;
+  /** Keeps the records of detached calls true to their queue; stopped before the queue closes. */
+  readonly reconciler?: QueueReconciler;
   /** What the role needs besides the datastore to be ready (GET /ready). */
   readonly checks?: readonly HealthCheck[];
   /** A pure runner's gRPC server: drained (calls in flight finish, new ones refused) before the agent closes. */
@@ -182,6 +225,7 @@ const ROLES: Record<NodeType, Wiring> = {
     agent.addListener(syslog);
     // Detached calls: the embedded queue in the same database, run by the agent's async workers.
     const { workers, intake: detached } = detachedCalls({
+      config,
       invoker: agent,
       queue,
       resources: agent.resources,
@@ -191,13 +235,16 @@ const ROLES: Record<NodeType, Wiring> = {
       metrics,
     });
     const invoke = new InvokeHandler({ invoker: agent, detached, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
+    const reconciler = reconcilerFor(config, logger, queue, datastore.calls);
     // Calls need the engine: without it this node is up (the API works) but not ready for calls.
-    return { invoke, invoker: agent, agent, syslog, workers, checks: [engineCheck(agent.driver)], ...(recorder ? { recorder } : {}) };
+    return { invoke, invoker: agent, agent, syslog, workers, reconciler, checks: [engineCheck(agent.driver)], ...(recorder ? { recorder } : {}) };
   },
-  async api(config, logger, datastore) {
+  async api(config, logger, datastore, _changes, queue) {
     // No calls run here, but LBs hand their records in: removed past their retention here.
     const recorder = recorderFor(config, logger, datastore.calls);
-    return recorder ? { recorder } : {};
+    // With the LBs' queue (FN_MQ_URL) this node sees both the records and the queue: it reconciles them.
+    const reconciler = config.mqUrl ? reconcilerFor(config, logger, queue, datastore.calls) : undefined;
+    return { ...(recorder ? { recorder } : {}), ...(reconciler ? { reconciler } : {}) };
   },
   /**
    * The agent behind Fn's gRPC RunnerProtocol. Its resources never block: a
@@ -264,6 +311,7 @@ const ROLES: Record<NodeType, Wiring> = {
     let detached: QueueIntake | undefined;
     if (config.mqUrl) {
       ({ workers, intake: detached } = detachedCalls({
+        config,
         invoker,
         queue,
         // Runners refuse what they have no room for; the dispatcher tries again a moment later.
@@ -363,7 +411,7 @@ async function release(parts: RoleParts, queue: Queue | undefined, datastore: Sq
   // A runner refuses new calls while those in flight finish; then its port closes.
   await parts.runner?.drain();
   await parts.runner?.close();
-  await Promise.all([parts.workers?.close(), parts.invoker?.close()]);
+  await Promise.all([parts.workers?.close(), parts.invoker?.close(), parts.reconciler?.close()]);
   await Promise.all([parts.recorder?.close(), tracing?.shutdown()]);
   parts.syslog?.close();
   await queue?.close();
@@ -381,7 +429,11 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   let app;
   try {
     // The queue of detached calls: in the database, or Redis for a fleet; every role sees it (an api node redrives).
-    queue = config.mqUrl ? new RedisQueue(config.mqUrl) : new SqlQueue(() => datastore.database());
+    if (config.mqUrl) {
+      const redis = new RedisQueue(config.mqUrl);
+      queue = redis;
+      await requireDurableRedis(redis, config, logger);
+    } else queue = new SqlQueue(() => datastore.database());
     const metrics = config.metrics ? new Metrics({ role: config.nodeType, version: VERSION, queue }) : undefined;
     tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, protocol: config.otlpProtocol, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType, sampler: config.otelSampler, log: logger }) : undefined;
     if (tracing) logger.info({ url: config.otlpTracesUrl }, 'tracing on: spans go to the OTLP endpoint');

@@ -78,7 +78,8 @@ export class CallRecorder implements CallListener {
   }
 
   onCallLog(call: Call, log: string): void {
-    if (log === '' || this.full()) return;
+    // A detached call's log goes with its record, written by its worker.
+    if (call.type === 'detached' || log === '' || this.full()) return;
     this.logs.push({ callId: call.id, fnId: call.fn.fnId, appId: call.fn.appId, created: call.createdAt, log });
     this.schedule();
   }

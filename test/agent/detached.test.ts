@@ -5,10 +5,11 @@
  * the server is killed mid-call.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fnShowsTitle } from '../support/containers.js';
+import { containersOfFn, fnShowsTitle } from '../support/containers.js';
 import { probeImage } from '../support/functions.js';
 import { startFnts } from '../support/process.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
@@ -103,6 +104,103 @@ describe('detached calls', () => {
       expect(res.status).toBe(400);
       expect(((await res.json()) as { message: string }).message).toBe('Invalid annotation fnts.io/async-max-attempts, it must be a whole number from 1 to 10');
     }
+  });
+
+  it('stores a call\'s log no later than the record that says it ended', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    for (const n of [1, 2, 3]) {
+      const id = (await s.invoke(fn.id, { log: `early log ${n}` }, detached)).headers.get('fn-call-id')!;
+      // Looked at as often as a client might: the moment the record says success, the log is there.
+      expect(await eventually(async () => (await record(fn.id, id)).status === 'success', 15_000, 10)).toBe(true);
+      const log = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${id}/log`);
+      expect(log.status).toBe(200);
+      expect(((await log.json()) as { log: string }).log).toContain(`early log ${n} (stderr)`);
+    }
+  });
+
+  it('runs a detached call on the container its fn already has hot, rather than starting another', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    const hot = await s.invoke(fn.id, {});
+    expect(hot.status).toBe(200);
+    const id = (await s.invoke(fn.id, { log: 'on the hot one' }, detached)).headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'success', 15_000)).toBe(true);
+    const containers = await containersOfFn(fn.id);
+    expect(containers).toHaveLength(1);
+    expect(containers[0]!.Id.startsWith(hot.json.hostname)).toBe(true);
+  });
+
+  it('refuses a detached body over FNTS_ASYNC_MAX_BODY_SIZE (6 MiB by default) with 413, queueing nothing, and takes one at the cap', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    const cap = 6 * 1024 * 1024;
+    const over = await fetch(`${s.url}/invoke/${fn.id}`, { method: 'POST', headers: detached, body: Buffer.alloc(cap + 1, 'x') });
+    expect(over.status).toBe(413);
+    expect(await over.json()).toEqual({ message: 'Request content too large' });
+    // Sent without a length (chunked), it is cut the same way.
+    const chunked = await fetch(`${s.url}/invoke/${fn.id}`, {
+      method: 'POST',
+      headers: detached,
+      duplex: 'half',
+      body: new ReadableStream({
+        pull(c) {
+          for (let i = 0; i < 7; i++) c.enqueue(new Uint8Array(1024 * 1024).fill(120));
+          c.close();
+        },
+      }),
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    // Announced with Expect: 100-continue, it is refused before it is sent.
+    const u = new URL(`${s.url}/invoke/${fn.id}`);
+    const announced = await new Promise<{ status: number; continued: boolean }>((resolve, reject) => {
+      let continued = false;
+      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { ...detached, expect: '100-continue', 'content-length': cap + 1 } });
+      req.on('continue', () => {
+        continued = true;
+        req.end(Buffer.alloc(cap + 1));
+      });
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, continued }));
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    expect(announced).toEqual({ status: 413, continued: false });
+    expect((await json(`${s.url}/v2/fns/${fn.id}/calls`)).items).toEqual([]);
+    const at = await fetch(`${s.url}/invoke/${fn.id}`, { method: 'POST', headers: { ...detached, 'Content-Type': 'application/json' }, body: JSON.stringify({ pad: 'x'.repeat(cap - 20) }) });
+    expect(at.status).toBe(202);
+    const id = at.headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'success', 15_000)).toBe(true);
+  });
+
+  it('answers /health at once while detached bodies at the cap are taken in', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage());
+    const body = JSON.stringify({ pad: 'x'.repeat(6 * 1024 * 1024 - 20) });
+    let slowest = 0;
+    let polling = true;
+    const poll = (async () => {
+      while (polling) {
+        const t0 = performance.now();
+        expect((await fetch(`${s.url}/health`)).status).toBe(200);
+        slowest = Math.max(slowest, performance.now() - t0);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    })();
+    try {
+      const sent = await Promise.all([1, 2, 3, 4].map(() => fetch(`${s.url}/invoke/${fn.id}`, { method: 'POST', headers: detached, body })));
+      expect(sent.map((r) => r.status)).toEqual([202, 202, 202, 202]);
+      const ids = sent.map((r) => r.headers.get('fn-call-id')!);
+      // Taken in, then read back and run: /health answers throughout.
+      expect(await eventually(async () => (await Promise.all(ids.map((id) => record(fn.id, id)))).every((r) => r.status === 'success'), 20_000)).toBe(true);
+    } finally {
+      polling = false;
+      await poll;
+    }
+    // A probe with a 1 s timeout never fails for it (issue 21: up to 20 s with a 100 MB body).
+    expect(slowest).toBeLessThan(500);
   });
 
   it('refuses a detached call to a fn that does not exist, as a sync one', async () => {

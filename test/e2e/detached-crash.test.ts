@@ -3,12 +3,17 @@
  * twice while they run, restarted each time on the same data; every call
  * ends `success`. Redeliveries (calls a killed server had leased, which may
  * have run twice) are counted from the servers' own reports.
+ *
+ * Nor can one call keep its server in a crash loop: a call during which the
+ * server dies on every delivery is dead-lettered after
+ * FNTS_ASYNC_MAX_REDELIVERIES of them, and the server stays up.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { fnShowsTitle } from '../support/containers.js';
 import { probeImage } from '../support/functions.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
 import { eventually } from '../support/wait.js';
@@ -85,5 +90,47 @@ describe('detached calls across two crashes', () => {
     const redelivered = [...output.matchAll(/"released":(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
     // Reported, not asserted: at most the calls the killed servers held at the time.
     process.stdout.write(`detached crash test: ${CALLS} calls, 2 kills, ${redelivered} calls taken back from killed servers (each may have run twice)\n`);
+  });
+});
+
+describe('a detached call whose server dies on every delivery (a poison call)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fnts-poison-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('is dead-lettered after FNTS_ASYNC_MAX_REDELIVERIES deliveries, with the reason; the server stays up and can redrive it', async () => {
+    // A call is cut at once by a stopping server (no drain): the test's last stop is quick.
+    const env = { FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}`, FNTS_ASYNC_MAX_REDELIVERIES: '2', FNTS_DRAIN_TIMEOUT_MSECS: '0' };
+    let server = await startFnts(env);
+    const post = async (path: string, body: unknown) => (await fetch(server.url + path, { method: 'POST', body: JSON.stringify(body) })).json() as Promise<any>;
+    const app = await post('/v2/apps', { name: 'poison' });
+    const fn = await post('/v2/fns', { app_id: app.id, name: 'killer', image: await probeImage() });
+    // Stands in for a call that crashes the server: it is running when the server is killed, every time.
+    const res = await fetch(`${server.url}/invoke/${fn.id}`, { method: 'POST', headers: { 'Fn-Invoke-Type': 'detached' }, body: JSON.stringify({ title: 'poison', sleep: 60_000 }) });
+    expect(res.status).toBe(202);
+    const id = res.headers.get('fn-call-id')!;
+    const record = async (): Promise<any> => (await fetch(`${server.url}/v2/fns/${fn.id}/calls/${id}`)).json();
+
+    // Delivered, killed mid-call; delivered again after the restart, killed again.
+    for (let delivery = 1; delivery <= 2; delivery++) {
+      expect(await eventually(() => fnShowsTitle(fn.id, 'poison'), 20_000)).toBe(true);
+      server.proc.kill('SIGKILL');
+      await new Promise((r) => server.proc.once('exit', r));
+      server = await startFnts(env);
+    }
+    try {
+      // The third start does not run it: the call is dead, with why, and the server serves on.
+      expect(await eventually(async () => (await record()).status === 'error', 10_000)).toBe(true);
+      const dead = await record();
+      expect(dead).toMatchObject({ status: 'error', attempts: 2 });
+      expect(dead.error).toMatch(/stopped \(crashed or was killed\) during 2 of its deliveries \(FNTS_ASYNC_MAX_REDELIVERIES=2\)/);
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+      expect(server.proc.exitCode).toBeNull();
+      expect(server.output()).toMatch(/dead-lettered \(poison call\)/);
+      // Once the cause is fixed, it can be sent round again.
+      const retried = await fetch(`${server.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST' });
+      expect(retried.status).toBe(202);
+    } finally {
+      await server.stop();
+    }
   });
 });

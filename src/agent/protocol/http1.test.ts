@@ -159,4 +159,31 @@ describe('ContainerConnection', () => {
     const framed = sent.slice(sent.indexOf('\r\n\r\n') + 4);
     expect(framed).toBe(parts.map((p) => `${p.length.toString(16)}\r\n${p}\r\n`).join('') + '0\r\n\r\n');
   });
+
+  it("reads the next answer on a connection the last answer's reader left paused", async () => {
+    const { Duplex } = await import('node:stream');
+    const written: string[] = [];
+    const duplex = new Duplex({ read: () => undefined, write: (chunk: Buffer, _enc, cb) => (written.push(chunk.toString()), cb()) });
+    const conn = new ContainerConnection(() => duplex);
+    const sink = (got: Collected, flowing: boolean) => ({
+      head: (h: ResponseHead) => (got.head = h),
+      data: (c: Buffer) => ((got.body += c.toString()), flowing),
+      end: () => (got.ended = true),
+      error: (e: Error) => (got.error = e),
+    });
+    // The first answer's last chunk fills its reader, which says stop: the connection pauses, then the answer ends.
+    const first: Collected = { body: '', ended: false };
+    conn.send(requestHead('POST', '/call', [], 0), null, sink(first, false));
+    duplex.push('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlast');
+    await new Promise((r) => setImmediate(r));
+    expect(first).toMatchObject({ body: 'last', ended: true });
+    expect(duplex.isPaused()).toBe(true);
+    // The next call on the kept-alive connection gets its answer all the same.
+    const second: Collected = { body: '', ended: false };
+    conn.send(requestHead('POST', '/call', [], 0), null, sink(second, true));
+    duplex.push('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext');
+    await new Promise((r) => setImmediate(r));
+    expect(second).toMatchObject({ body: 'next', ended: true });
+    expect(written).toHaveLength(2);
+  });
 });

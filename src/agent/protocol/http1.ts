@@ -288,6 +288,10 @@ export class ContainerConnection {
    */
   send(head: string, body: Buffer | Readable | null, sink: ResponseSink): () => void {
     const socket = this.ensure();
+    // A kept-alive connection may still be paused by the previous answer's
+    // reader (its last chunk filled the stream just before it ended, and an
+    // ended stream asks for no more): this answer must flow.
+    socket.resume();
     const parser = this.parser;
     let settled = false;
     parser.expect({

@@ -78,6 +78,27 @@ export class SqlCallStore implements CallStore {
     return row.log;
   }
 
+  async queuedBefore(before: string, limit: number, after?: { readonly createdAt: string; readonly id: string }): Promise<CallRecord[]> {
+    let query = this.db().selectFrom('calls').select('record').where('status', '=', 'queued').where('created_at', '<', before);
+    if (after) query = query.where((eb) => eb.or([eb('created_at', '>', after.createdAt), eb.and([eb('created_at', '=', after.createdAt), eb('id', '>', after.id)])]));
+    const rows = await query.orderBy('created_at').orderBy('id').limit(limit).execute();
+    return rows.map((r) => JSON.parse(r.record) as CallRecord);
+  }
+
+  async replaceQueued(records: readonly CallRecord[]): Promise<number> {
+    if (records.length === 0) return 0;
+    return this.db()
+      .transaction()
+      .execute(async (trx) => {
+        let replaced = 0;
+        for (const r of records) {
+          const res = await trx.updateTable('calls').set({ status: r.status, record: JSON.stringify(r) }).where('id', '=', r.id).where('status', '=', 'queued').executeTakeFirst();
+          replaced += Number(res.numUpdatedRows);
+        }
+        return replaced;
+      });
+  }
+
   async prune(before: string, perFn: number): Promise<number> {
     this.db();
     return this.disk.write(() => this.writer.prune(before, perFn));

@@ -158,10 +158,51 @@ const m0005: Migration = {
   },
 };
 
+// Poison calls and dead letters (mq/queue.ts): how often an item's lease was
+// taken back from a holder that died, and since when a dead item is dead (its
+// body goes with it after the call retention; items already dead count from
+// this upgrade). Bodies move to a table of their own, in chunks, so that the
+// item's row, updated at every lease, stays small (mq/sql.ts). The
+// reconciler of queued records finds its rows by status.
+const m0006: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('mq').addColumn('redeliveries', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema.alterTable('mq').addColumn('dead_at', 'bigint').execute();
+    await sql`UPDATE mq SET dead_at = ${Date.now()} WHERE state = 'dead'`.execute(db);
+    await db.schema
+      .createTable('mq_bodies')
+      .addColumn('id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('seq', 'integer', (c) => c.notNull())
+      .addColumn('chunk', 'blob', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addPrimaryKeyConstraint('mq_bodies_pk', ['id', 'seq'])
+      .execute();
+    await sql`INSERT INTO mq_bodies (id, seq, chunk, created_at) SELECT id, 0, body, enqueued_at FROM mq WHERE length(body) > 0`.execute(db);
+    await db.schema.alterTable('mq').addColumn('body_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await sql`UPDATE mq SET body_bytes = length(body)`.execute(db);
+    await db.schema.alterTable('mq').dropColumn('body').execute();
+    await db.schema.createIndex('calls_status_created_at_idx').on('calls').columns(['status', 'created_at']).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropIndex('calls_status_created_at_idx').execute();
+    await db.schema.alterTable('mq').addColumn('body', 'blob', (c) => c.notNull().defaultTo(sql`x''`)).execute();
+    // SQL has no concatenation of blobs that stays a blob: joined here.
+    const chunks = await sql<{ id: string; chunk: Buffer }>`SELECT id, chunk FROM mq_bodies ORDER BY id, seq`.execute(db);
+    const bodies = new Map<string, Buffer[]>();
+    for (const { id, chunk } of chunks.rows) (bodies.get(id) ?? bodies.set(id, []).get(id)!).push(chunk);
+    for (const [id, parts] of bodies) await sql`UPDATE mq SET body = ${Buffer.concat(parts)} WHERE id = ${id}`.execute(db);
+    await db.schema.alterTable('mq').dropColumn('body_bytes').execute();
+    await db.schema.dropTable('mq_bodies').execute();
+    await db.schema.alterTable('mq').dropColumn('dead_at').execute();
+    await db.schema.alterTable('mq').dropColumn('redeliveries').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
   '0003_calls': m0003,
   '0004_mq': m0004,
   '0005_call_logs_inline': m0005,
+  '0006_mq_redeliveries': m0006,
 };

@@ -55,7 +55,8 @@ export interface MqTable {
   id: string;
   fn_id: string;
   call_json: string;
-  body: Buffer;
+  /** The body's size; the body itself is in mq_bodies. */
+  body_bytes: number;
   attempts: number;
   max_attempts: number;
   /** ready | leased | dead */
@@ -66,6 +67,19 @@ export interface MqTable {
   /** The worker's process (owner.ts's instance) while leased. */
   leased_by: string | null;
   reason: string | null;
+  /** Leases taken back from holders that died (mq/queue.ts). */
+  redeliveries: number;
+  /** When a dead item died (ms since the epoch); null for the others. */
+  dead_at: number | null;
+}
+
+/** A queued call's body, in chunks (mq/sql.ts). */
+export interface MqBodiesTable {
+  id: string;
+  seq: number;
+  chunk: Buffer;
+  /** When it was written (ms since the epoch): a body no item refers to is removed some time after. */
+  created_at: number;
 }
 
 export interface MqKeysTable {
@@ -81,5 +95,6 @@ export interface Schema {
   triggers: TriggersTable;
   calls: CallsTable;
   mq: MqTable;
+  mq_bodies: MqBodiesTable;
   mq_keys: MqKeysTable;
 }

@@ -9,6 +9,7 @@ import { openSqlDatastore, openSqlite, sqlitePath } from './dialects.js';
 import { migrations } from './migrations.js';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
+import { SqlQueue } from '../../mq/sql.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-sqlite-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -70,6 +71,33 @@ describe('sqlite datastore', () => {
     expect(await store.calls.getCall('F', 'C1')).toEqual(record);
     expect(await store.calls.getLog('F', 'C1')).toBe('kept\n');
     await store.close();
+  });
+
+  it('upgrades a queue whose bodies were on its items, keeping every queued call, body and dead letter', async () => {
+    const path = join(dir, 'mq-bodies-inline.db');
+    const old = new Kysely<any>({ dialect: new SqliteDialect({ database: new BetterSqlite3(path) }) });
+    const upTo0005 = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= '0005'));
+    const migrator = new Migrator({ db: old, provider: { getMigrations: async () => upTo0005 }, migrationTableName: 'fnts_migrations', migrationLockTableName: 'fnts_migrations_lock' });
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    const binary = Buffer.from(Array.from({ length: 300_000 }, (_, i) => i % 251));
+    const row = (id: string, body: Buffer, state: string) => ({ id, fn_id: 'F', call_json: `{"id":"${id}"}`, body, attempts: 0, max_attempts: 3, state, enqueued_at: 1, available_at: 1, lease_until: 0, leased_by: null, reason: null });
+    await old.insertInto('mq').values([row('big', binary, 'ready'), row('empty', Buffer.alloc(0), 'ready'), row('gone', Buffer.from('x'), 'dead')]).execute();
+    await old.destroy();
+
+    const store = await openSqlite(path);
+    try {
+      const queue = new SqlQueue(() => store.database());
+      const first = await queue.reserve(1000, 'w');
+      const second = await queue.reserve(1000, 'w');
+      const byId = new Map([first, second].map((c) => [c!.id, c!]));
+      expect(byId.get('big')!.body.equals(binary)).toBe(true);
+      expect(byId.get('empty')!.body.length).toBe(0);
+      expect(await queue.has(['gone'])).toEqual(new Set(['gone']));
+      // Dead before the upgrade: counted dead from it, so kept for a retention from now.
+      expect(await queue.pruneDead(Date.now() - 60_000)).toBe(0);
+    } finally {
+      await store.close();
+    }
   });
 
   it('reads Fn-style FN_DB_URLs', () => {
