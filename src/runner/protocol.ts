@@ -136,7 +136,7 @@ export function wireCallJson(call: Call): FnCallJson {
     json.headers = headers;
   }
   // Fn's runners read these from config (buildConfig); fnts's runners read the fields.
-  json.config = { ...json.config, FN_MEMORY: String(call.fn.memoryMB), FN_TYPE: call.type === 'detached' ? 'detached' : 'sync', FN_FN_ID: call.fn.fnId, FN_APP_ID: call.fn.appId };
+  json.config = { ...json.config, FN_MEMORY: String(call.fn.memoryMB), FN_TYPE: 'sync', FN_FN_ID: call.fn.fnId, FN_APP_ID: call.fn.appId };
   return json;
 }
 
