@@ -24,7 +24,7 @@ import type { AgentConfig } from './settings.js';
 import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
 import type { HotContainer } from './hot.js';
-import type { Invoker, RunningCall } from './invoker.js';
+import type { Invoker, RunningCall } from '../call/index.js';
 import { plainSocketDirs, removeSocketTree, type SocketDirs } from './iofs.js';
 import { claimSocketFolder, INSTANCE_LABEL, instanceAlive, OWNER_LABEL, socketFolder, sweepSocketFolders, TAG_LABEL } from './owner.js';
 import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';

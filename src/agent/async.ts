@@ -22,7 +22,7 @@
 import type { Logger } from 'pino';
 import { ApiError, callFromJson, callRecord, E, queuedRecord, type Call, type CallOutcome, type CallRecord } from '../models/index.js';
 import type { Queue, QueuedCall } from '../mq/index.js';
-import type { Invoker } from './invoker.js';
+import type { Invoker } from '../call/index.js';
 import { instanceAlive } from './owner.js';
 import type { ResourceTracker } from './resource.js';
 

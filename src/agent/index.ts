@@ -9,7 +9,7 @@ export type { AgentOptions, AgentSnapshot } from './agent.js';
 export type { AgentConfig } from './settings.js';
 export { ManualClock, realClock } from './clock.js';
 export type { Clock, Timer } from './clock.js';
-export type { Invoker, RunningCall } from './invoker.js';
+export type { Invoker, RunningCall } from '../call/index.js';
 export { INSTANCE_LABEL, instanceAlive, OWNER_LABEL, selfInstance, TAG_LABEL } from './owner.js';
 export { MAX_STAT_POINTS } from './trace.js';
 export type { CallListener, StartTimings } from './trace.js';

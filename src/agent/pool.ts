@@ -29,15 +29,8 @@ import { needsContainer, seedNeedsContainer, SlotQueue } from './slots.js';
 import type { FunctionSpec } from './spec.js';
 import type { CallSpans } from './spans.js';
 
-const RETRY_AFTER_SECONDS = '15';
-
-export function serverBusy(): ApiError {
-  return new ApiError(E.CallTimeoutServerBusy, { headers: { 'Retry-After': RETRY_AFTER_SECONDS } });
-}
-
-export function shuttingDown(): ApiError {
-  return new ApiError(E.ServiceUnavailable);
-}
+export { serverBusy, shuttingDown } from '../call/index.js';
+import { serverBusy, shuttingDown } from '../call/index.js';
 
 /**
  * Runs `wait` until the slot deadline (half the fn's timeout; then 503

@@ -9,27 +9,12 @@
 import type { Logger } from 'pino';
 import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
 import { ApiError, callStatus, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
+import type { CallListener } from '../call/index.js';
 import { CallLog } from './logs.js';
 import type { CallSpan } from './spans.js';
 import type { SpanContext } from '@opentelemetry/api';
 
-/**
- * Hooks around every call, for metrics and call records.
- *
- * Rules: a listener is called synchronously on the call's path, so it must
- * be cheap and must not block (hand slow work, like storing a record, to a
- * queue of its own). It must not throw: one that does is logged and
- * skipped, and the call, the other listeners and shutdown go on as if it
- * had returned.
- */
-export interface CallListener {
-  onCallStart?(call: Call): void;
-  /** A container began working on the call (it waited until now). */
-  onCallExec?(call: Call): void;
-  onCallEnd?(call: Call, outcome: CallOutcome): void;
-  /** What the container wrote during the call (capped), once its container has moved on: shortly after onCallEnd. */
-  onCallLog?(call: Call, log: string): void;
-}
+export type { CallListener } from '../call/index.js';
 
 /** Calls `fn`, logging rather than passing on what it throws (the listener rules above). */
 function guarded(log: Logger, what: string, fn: () => void): void {

@@ -3,8 +3,8 @@
  * (static, or managed by a pool manager), placers (naive, ch, wait), and
  * lookups from the API node.
  */
-export { RunnerClient } from './client.js';
-export type { Attempt, RunnerClientOptions } from './client.js';
+export { RunnerClient } from '../rpc/index.js';
+export type { Attempt, RunnerClientOptions } from '../rpc/index.js';
 export { LbAgent } from './lb-agent.js';
 export type { LbAgentOptions, PlacementListener } from './lb-agent.js';
 export { RemoteLookup } from './lookup.js';

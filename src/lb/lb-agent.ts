@@ -22,10 +22,9 @@
  */
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../agent/index.js';
+import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../call/index.js';
 import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
-import { nsToMs, type CallFinishedMsg } from '../runner/index.js';
-import { engageRequest, type Attempt } from './client.js';
+import { nsToMs, type CallFinishedMsg, engageRequest, type Attempt } from '../rpc/index.js';
 import type { Placer, RunnerView } from './placer.js';
 import type { Runner, RunnerPool } from './pool.js';
 

@@ -14,7 +14,7 @@
  * go on through an API node restart); past that, calls get 503.
  */
 import { callFn, E, remoteError, ApiError, type App, type Fn, type FnFormat } from '../models/index.js';
-import type { Target, TargetLookup } from '../server/index.js';
+import type { Target, TargetLookup } from '../call/index.js';
 
 export interface RemoteLookupOptions {
   /** The API node's base URL, e.g. http://api:8080. */

@@ -6,7 +6,7 @@
  * (poolmanager/protocol.ts), behind the seam the pool and its tests use.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { poolManagerClient, type PoolManagerClient as ManagerClient } from '../poolmanager/protocol.js';
+import { poolManagerClient, type PoolManagerClient as ManagerClient } from '../rpc/index.js';
 
 /** One group's need: the memory (MB) its calls waiting and running through this LB want. */
 export interface CapacitySnapshot {

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/support/wait.js';
-import type { Attempt } from './client.js';
+import type { Attempt } from '../rpc/index.js';
 import type { CapacityAdvertisement, PoolManagerApi } from './npm-client.js';
 import { ManagedPool, StaticPool, type RunnerConnection } from './pool.js';
 

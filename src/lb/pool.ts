@@ -20,7 +20,7 @@
  *                            closed (its channel too; listed again: a new client)
  */
 import type { Logger } from 'pino';
-import type { RunnerClient } from './client.js';
+import type { RunnerClient } from '../rpc/index.js';
 import type { RunnerView } from './placer.js';
 import type { CapacitySnapshot, PoolManagerApi } from './npm-client.js';
 

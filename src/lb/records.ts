@@ -6,8 +6,7 @@
  * are removed by the API node itself.
  */
 import type { CallLogEntry, CallStore } from '../datastore/index.js';
-import type { CallRecord } from '../models/index.js';
-import { RECORD_BATCH_BYTES } from '../server/calls.js';
+import { type CallRecord, RECORD_BATCH_BYTES } from '../models/index.js';
 
 export class RemoteCallStore implements Pick<CallStore, 'insert' | 'insertSerialized' | 'prune'> {
   private readonly url: string;

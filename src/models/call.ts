@@ -342,6 +342,12 @@ export interface CallRecord {
   readonly attempts?: number;
 }
 
+/**
+ * The most an LB puts in one batch of records and logs it hands the API node
+ * (POST /v2/runner/calls; one log bigger than this goes alone).
+ */
+export const RECORD_BATCH_BYTES = 8 * 1024 * 1024;
+
 /** The record of a detached call waiting in the queue (after `attempts` runs, the last failing with `error`). */
 export function queuedRecord(call: Call, attempts = 0, error?: string): CallRecord {
   const record: { -readonly [K in keyof CallRecord]: CallRecord[K] } = {

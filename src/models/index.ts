@@ -35,7 +35,7 @@ export {
   triggerToJson,
 } from './trigger.js';
 export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';
-export { CALL_TYPES, callFn, callFromJson, callRecord, callStatus, callToJson, queuedRecord } from './call.js';
+export { CALL_TYPES, callFn, RECORD_BATCH_BYTES, callFromJson, callRecord, callStatus, callToJson, queuedRecord } from './call.js';
 export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallTimings, CallType, FnCallJson, RawHeaders } from './call.js';
 export { Changes } from './changes.js';
 export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';

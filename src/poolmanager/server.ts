@@ -6,11 +6,10 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { bindServer, shutdownServer } from '../runner/index.js';
+import { bindServer, shutdownServer, poolManagerProtocol, type CapacitySnapshotListMsg, type LBGroupIdMsg, type LBGroupMembershipMsg } from '../rpc/index.js';
 import type { CapacityBook } from './capacity.js';
 import { checkGroup } from './control-plane.js';
 import type { PoolManager } from './manager.js';
-import { poolManagerProtocol, type CapacitySnapshotListMsg, type LBGroupIdMsg, type LBGroupMembershipMsg } from './protocol.js';
 
 export interface PoolManagerServerOptions {
   readonly manager: PoolManager;

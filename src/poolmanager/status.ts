@@ -5,8 +5,7 @@
  * connection per runner, kept while the runner is known and closed when it
  * is forgotten.
  */
-import { RunnerClient } from '../lb/client.js';
-import type { ChannelTls } from '../lb/channel.js';
+import { RunnerClient, type ChannelTls } from '../rpc/index.js';
 
 /** Calls in flight on the runner at `address`; rejects when it does not answer within the probe's time. */
 export type StatusProbe = (address: string) => Promise<number>;

@@ -13,7 +13,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CallLogEntry, CallStore, Datastore } from '../datastore/index.js';
-import { ApiError, E, type CallRecord, type ErrorDef } from '../models/index.js';
+import { ApiError, E, type CallRecord, type ErrorDef, RECORD_BATCH_BYTES } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
 import { pageParams, queryString, resource } from './routing.js';
 
@@ -50,8 +50,6 @@ function logFormat(req: FastifyRequest): 'json' | 'text' | undefined {
   return undefined;
 }
 
-/** The most an LB puts in one batch of records and logs (one log bigger than this goes alone). */
-export const RECORD_BATCH_BYTES = 8 * 1024 * 1024;
 
 const STATUSES = new Set(['queued', 'running', 'success', 'error', 'timeout', 'cancelled']);
 

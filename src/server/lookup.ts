@@ -5,25 +5,10 @@
  * must be found.
  */
 import type { Datastore } from '../datastore/index.js';
-import { callFn, type CallFn, type ChangeFeed } from '../models/index.js';
+import type { Target, TargetLookup } from '../call/index.js';
+import { callFn, type ChangeFeed } from '../models/index.js';
 
-/** What a call is made from: the fn's runtime fields, and the trigger it came through. */
-export interface Target {
-  readonly fn: CallFn;
-  readonly triggerId?: string;
-}
-
-/**
- * Finds what a call is made from. Rules: a hit may be answered at once (not
- * a promise); a miss rejects with Fn's 404 (Fn not found, App not found,
- * Trigger not found); an implementation bounds how stale its answers are.
- */
-export interface TargetLookup {
-  /** The fn `fnId`. */
-  byFn(fnId: string): Target | Promise<Target>;
-  /** The fn behind the HTTP trigger `source` of app `appName`. */
-  byTrigger(appName: string, source: string): Target | Promise<Target>;
-}
+export type { Target, TargetLookup } from '../call/index.js';
 
 /** Lookups in this node's own datastore. */
 export class FnLookup implements TargetLookup {

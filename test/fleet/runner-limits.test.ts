@@ -8,7 +8,7 @@
  * the runner's process).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { engageRequest, RunnerClient } from '../../src/lb/client.js';
+import { engageRequest, RunnerClient } from '../../src/rpc/index.js';
 import { callFn, newFnFromJson, newAppFromJson, newId, type Call, type CallFn } from '../../src/models/index.js';
 import { probeImage } from '../support/functions.js';
 import { startTestServer, type TestServer } from '../support/server.js';

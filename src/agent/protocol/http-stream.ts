@@ -18,7 +18,7 @@
  * container is retired). The function's own status travels in Fn-Http-Status.
  */
 import { bodyFraming, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions } from './call.js';
-import { triggerAnswer, triggerRequestHeaders } from './trigger.js';
+import { triggerAnswer, triggerRequestHeaders } from '../../call/index.js';
 import { httpExchange, requestHead, type ContainerConnection } from './http1.js';
 import { E, FunctionError } from '../../models/index.js';
 

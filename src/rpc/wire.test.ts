@@ -2,7 +2,7 @@ import { loadSync } from '@grpc/proto-loader';
 import * as grpc from '@grpc/grpc-js';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { refusalMessage, roomFromRefusal, type RunnerMsg } from './protocol.js';
+import { refusalMessage, roomFromRefusal, type RunnerMsg } from './runner-protocol.js';
 import { decodeRunnerMsg, encodeClientMsg, encodeRunnerMsg, grpcMessage, grpcTimeout, MessageReader } from './wire.js';
 
 /** grpc-js's own serializers for the same proto, with the options the runner's server uses. */

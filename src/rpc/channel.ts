@@ -10,7 +10,7 @@ import * as http2 from 'node:http2';
 import type { SecureClientSessionOptions } from 'node:http2';
 import { isIP } from 'node:net';
 import * as tls from 'node:tls';
-import { FNTS_CLIENT_SETTING } from '../runner/wire.js';
+import { FNTS_CLIENT_SETTING } from './wire.js';
 
 export interface ChannelTls {
   readonly ca: Buffer;

@@ -11,7 +11,7 @@
  * fnts's runners.
  */
 import { fileURLToPath } from 'node:url';
-import { triggerRequestHeaders } from '../agent/protocol/trigger.js';
+import { triggerRequestHeaders } from '../call/index.js';
 import { callToJson, type Call, type CallOutcome, type FnCallJson } from '../models/index.js';
 
 export interface TryCallMsg {

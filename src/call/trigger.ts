@@ -8,8 +8,8 @@
  * Answer: only Fn-Http-H-X (as X) and Content-Type reach the caller, and
  * Fn-Http-Status sets the status unless the call itself failed (>= 400).
  */
-import type { Call, RawHeaders } from '../../models/index.js';
-import { canonical, sameName } from './call.js';
+import type { Call, RawHeaders } from '../models/index.js';
+import { canonical, sameName } from './http.js';
 
 const H_PREFIX = 'fn-http-h-';
 

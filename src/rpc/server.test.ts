@@ -2,8 +2,8 @@ import { loadSync } from '@grpc/proto-loader';
 import * as grpc from '@grpc/grpc-js';
 import { connect, constants as h2, type ClientHttp2Session } from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GrpcH2Server, unary, type GrpcHandler, type GrpcServerCall } from './h2-server.js';
-import { RUNNER_PROTO_PATH, runnerStatusMessage, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
+import { GrpcH2Server, unary, type GrpcHandler, type GrpcServerCall } from './server.js';
+import { RUNNER_PROTO_PATH, runnerStatusMessage, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './runner-protocol.js';
 import { decodeClientMsg, encodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, FNTS_CLIENT_SETTING, GrpcStatus, STATUS_PATH } from './wire.js';
 
 /** A grpc-js client of the runner protocol: what Fn's LB is to a runner (another gRPC implementation). */

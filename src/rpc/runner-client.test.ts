@@ -4,11 +4,11 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Call } from '../models/index.js';
-import { GrpcH2Server, type GrpcServerCall } from '../runner/h2-server.js';
-import { DRAINING_HEADER, refusalMessage } from '../runner/protocol.js';
-import { encodeClientMsg, encodeRunnerMsg, ENGAGE_PATH } from '../runner/wire.js';
-import { RunnerClient, type EngageRequest } from './client.js';
-import { Runner } from './pool.js';
+import { GrpcH2Server, type GrpcServerCall } from './server.js';
+import { DRAINING_HEADER, refusalMessage } from './runner-protocol.js';
+import { encodeClientMsg, encodeRunnerMsg, ENGAGE_PATH } from './wire.js';
+import { RunnerClient, type EngageRequest } from './runner-client.js';
+import { Runner } from '../lb/pool.js';
 
 let server: GrpcH2Server | undefined;
 let client: RunnerClient | undefined;

@@ -4,7 +4,7 @@
  * the call on a runner. The server never knows which it holds.
  */
 import type { Call, CallOutcome } from '../models/index.js';
-import type { CallBody, CallResponse } from './protocol/call.js';
+import type { CallBody, CallResponse } from './http.js';
 
 /** A call started with Invoker.invoke(). */
 export interface RunningCall {

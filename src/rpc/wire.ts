@@ -15,7 +15,7 @@
  * grpc-go, interoperate with both ends (test/fleet/interop.test.ts).
  */
 import protobuf from 'protobufjs';
-import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './protocol.js';
+import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './runner-protocol.js';
 
 /** Paths of the service's methods (the proto has no package). */
 export const ENGAGE_PATH = '/RunnerProtocol/Engage';

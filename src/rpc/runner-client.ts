@@ -18,11 +18,10 @@
  */
 import { constants as h2, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { PassThrough } from 'node:stream';
-import type { CallResponse, RawHeaders } from '../agent/index.js';
-import { triggerAnswer } from '../agent/protocol/trigger.js';
+import { type CallResponse, type RawHeaders, triggerAnswer } from '../call/index.js';
 import { remoteError, type Call } from '../models/index.js';
-import { DRAINING_HEADER, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, roomFromRefusal, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from '../runner/index.js';
-import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MAX_MESSAGE_BYTES, MessageReader, STATUS_PATH } from '../runner/wire.js';
+import { DRAINING_HEADER, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, roomFromRefusal, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from './runner-protocol.js';
+import { decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, grpcMessage, grpcTimeout, loadWire, MAX_MESSAGE_BYTES, MessageReader, STATUS_PATH } from './wire.js';
 import { H2Channel, type ChannelTls } from './channel.js';
 
 export type Attempt =

@@ -1,0 +1,18 @@
+/**
+ * The answers every Invoker gives a call it cannot run, whichever role it
+ * is: no room before the call's slot deadline, and a server that stops.
+ */
+import { ApiError, E } from '../models/index.js';
+
+/** Callers are asked to come back after this many seconds (Fn's Retry-After). */
+const RETRY_AFTER_SECONDS = '15';
+
+/** 503 Timed out - server too busy, with Retry-After. */
+export function serverBusy(): ApiError {
+  return new ApiError(E.CallTimeoutServerBusy, { headers: { 'Retry-After': RETRY_AFTER_SECONDS } });
+}
+
+/** 503 Service is shutting down. */
+export function shuttingDown(): ApiError {
+  return new ApiError(E.ServiceUnavailable);
+}
