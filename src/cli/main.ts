@@ -4,7 +4,8 @@
  */
 import { Command } from 'commander';
 import { compileConfig, ConfigError, type Config } from '../config/index.js';
-import { startServer, VERSION, type RunningServer } from '../server/index.js';
+import { startServer, type RunningServer } from '../roles/index.js';
+import { VERSION } from '../server/index.js';
 
 /** After the calls are cut, how long removing the containers may take before the process exits anyway. */
 const CLEANUP_BOUND_MS = 15_000;

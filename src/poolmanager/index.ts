@@ -14,7 +14,6 @@ export { plan } from './plan.js';
 export type { Plan, PlanInput } from './plan.js';
 export { conservative, forecast, forecastWith, FORECAST_TUNING, PREDICTOR_NAMES, PREDICTORS } from './predictors.js';
 export type { DemandSample, ForecastTuning, Predictor, PredictorContext, PredictorName } from './predictors.js';
-export { poolManagerClient, poolManagerProtocol } from '../rpc/index.js';
 export type {
   CapacityNeeds,
   CapacitySnapshotListMsg,

@@ -1,6 +1,7 @@
 /**
- * server/ — HTTP: the REST API, error mapping, /version, and the wiring that
- * starts a server process for its role.
+ * server/ — HTTP: the REST API, the invoke endpoints (over an Invoker), error
+ * mapping, probes, the fn/trigger lookup cache, call records, detached-call
+ * intake and reconciliation, syslog forwarding. The roles (roles/) wire them.
  */
 export { registerApi } from './api.js';
 export type { ApiDeps } from './api.js';
@@ -8,7 +9,11 @@ export { FnLookup } from './lookup.js';
 export type { Target, TargetLookup } from './lookup.js';
 export { toHttpError } from './errors.js';
 export type { HttpError } from './errors.js';
-export { createLogger, startServer } from './main.js';
-export type { RunningServer } from './main.js';
 export { buildServer, VERSION } from './server.js';
-export type { ServerDeps } from './server.js';
+export type { ApiServing, ServerDeps } from './server.js';
+export { InvokeHandler } from './invoke.js';
+export { CallRecorder } from './records.js';
+export type { CallRecorderOptions } from './records.js';
+export { QueueIntake, QueueReconciler } from './detached.js';
+export { SyslogForwarder } from './syslog.js';
+export { datastoreCheck, engineCheck, queueCheck, runnersCheck } from './probes.js';

@@ -21,7 +21,7 @@ beforeEach(async () => {
   driver = new FakeDriver({});
   app = await buildServer({
     config: compileConfig({ FN_LOG_LEVEL: 'silent' }),
-    datastore,
+    api: { datastore },
     logger: pino({ level: 'silent' }),
     checks: [datastoreCheck(datastore), engineCheck(driver)],
   });

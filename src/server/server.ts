@@ -21,24 +21,28 @@ import { isResourcePath, pathOf, resource } from './routing.js';
 const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
 export const VERSION: string = pkg.version;
 
-export interface ServerDeps {
-  readonly config: Config;
+/** What the REST API serves from (roles that keep a database: full and api nodes). */
+export interface ApiServing {
   readonly datastore: Datastore;
-  readonly logger: FastifyBaseLogger;
   /** Where the API tells its changes (the lookup cache and the agent listen). */
   readonly changes?: Changes;
   /** Call records and logs: serves the calls API. */
   readonly calls?: CallStore;
   /** The queue of detached calls (the calls API redrives dead ones). */
   readonly queue?: Queue;
+}
+
+export interface ServerDeps {
+  readonly config: Config;
+  readonly logger: FastifyBaseLogger;
+  /** Serve the REST API (apps, fns, triggers; calls when `api.calls` is given). Absent on LBs, runners and pool managers. */
+  readonly api?: ApiServing;
   /** Serves /invoke and /t when this role runs functions. */
   readonly invoke?: InvokeHandler;
   /** What GET /ready asks (the role's dependencies); none: ready whenever it serves. */
   readonly checks?: readonly HealthCheck[];
   /** Served at /metrics; API latency is counted into it. */
   readonly metrics?: Metrics;
-  /** Serve the REST API (apps, fns, triggers; calls when `calls` is given). Off on LBs and runners. Default on. */
-  readonly api?: boolean;
 }
 
 /**
@@ -177,14 +181,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   resource(app, '/version', { GET: async () => ({ version: VERSION }) });
   registerProbes(app, new Readiness(deps.checks ?? [], { log: deps.logger.child({ module: 'health' }) }));
 
-  if (deps.api !== false) {
+  const served = deps.api;
+  if (served) {
     registerApi(app, {
-      datastore: deps.datastore,
+      datastore: served.datastore,
       publicUrl: config.publicUrl,
-      ...(deps.changes ? { changes: deps.changes } : {}),
+      ...(served.changes ? { changes: served.changes } : {}),
     });
+    if (served.calls) registerCallsApi(app, { datastore: served.datastore, calls: served.calls, ...(served.queue ? { queue: served.queue } : {}) });
   }
-  if (deps.calls && deps.api !== false) registerCallsApi(app, { datastore: deps.datastore, calls: deps.calls, ...(deps.queue ? { queue: deps.queue } : {}) });
 
   await app.ready();
   return app;

@@ -102,26 +102,28 @@ export class Metrics implements CallListener, ContainerListener {
   constructor(private readonly o: MetricsOptions) {
     collectDefaultMetrics({ register: this.registry });
     new Gauge({ name: 'fnts_build_info', help: 'The fnts version and role of this server', labelNames: ['version', 'role'], registers: [this.registry] }).set({ version: o.version, role: o.role }, 1);
-    const queue = o.queue;
-    if (queue) {
-      new Gauge({
-        name: 'fnts_mq_depth',
-        help: 'Detached calls in the queue, ready or running',
-        registers: [this.registry],
-        async collect() {
-          this.set(await queue.size().catch(() => NaN));
-        },
-      });
-      new Gauge({
-        name: 'fnts_mq_oldest_age_seconds',
-        help: 'How long the oldest ready detached call has been waiting to run (0 when none)',
-        registers: [this.registry],
-        async collect() {
-          const at = await queue.oldestReadyAt().catch(() => NaN);
-          this.set(at === undefined ? 0 : Math.max(0, (Date.now() - at) / 1000));
-        },
-      });
-    }
+    if (o.queue) this.watchQueue(o.queue);
+  }
+
+  /** The queue of detached calls (roles that keep or share one): its depth and oldest ready call, read at each scrape. */
+  watchQueue(queue: Queue): void {
+    new Gauge({
+      name: 'fnts_mq_depth',
+      help: 'Detached calls in the queue, ready or running',
+      registers: [this.registry],
+      async collect() {
+        this.set(await queue.size().catch(() => NaN));
+      },
+    });
+    new Gauge({
+      name: 'fnts_mq_oldest_age_seconds',
+      help: 'How long the oldest ready detached call has been waiting to run (0 when none)',
+      registers: [this.registry],
+      async collect() {
+        const at = await queue.oldestReadyAt().catch(() => NaN);
+        this.set(at === undefined ? 0 : Math.max(0, (Date.now() - at) / 1000));
+      },
+    });
   }
 
   /** Memory and CPU for containers (roles that run functions): Fn's fn_util_* gauges. */

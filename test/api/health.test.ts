@@ -46,7 +46,7 @@ describe('health endpoints', () => {
 
   it('/ready answers 503 naming the datastore once it is closed, while /health stays 200', async () => {
     s = await startTestServer();
-    await s.server.datastore.close();
+    await s.server.datastore!.close();
     const ready = await s.call('/ready', { method: 'GET' });
     expect(ready.status).toBe(503);
     expect(ready.json).toEqual({ status: 'not ready', checks: { datastore: 'datastore is closed', docker: 'ok' } });

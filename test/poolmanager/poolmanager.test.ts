@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INSTANCE_LABEL } from '../../src/agent/index.js';
-import { poolManagerClient, type PoolManagerClient } from '../../src/poolmanager/index.js';
+import { poolManagerClient, type PoolManagerClient } from '../../src/rpc/index.js';
 import { MANAGER_LABEL } from '../../src/poolmanager/planes/index.js';
 import { docker, ensureFunctionImage, ensureRunnerImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startFnts, type FntsProcess } from '../support/process.js';

@@ -72,7 +72,7 @@ describe.each(['docker', 'swarm'] as const)('a managed fleet on the %s control p
       ...(plane === 'swarm' ? { FNTS_RUNNER_PUBLISH_HOST: '127.0.0.1' } : {}),
     });
     const port = Number(/pool manager serving on :(\d+)/.exec(manager.output())![1]);
-    const { poolManagerClient } = await import('../../src/poolmanager/index.js');
+    const { poolManagerClient } = await import('../../src/rpc/index.js');
     const client = poolManagerClient(`127.0.0.1:${port}`);
     membership = () => client.getLBGroup('default');
     // The minimum of one runner, before any load.

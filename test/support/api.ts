@@ -31,7 +31,7 @@ export interface TestApi {
 export async function startApi(env: Record<string, string> = {}): Promise<TestApi> {
   const datastore = await openSqlite(':memory:');
   const config = compileConfig({ FN_LOG_LEVEL: 'silent', ...env });
-  const app = await buildServer({ config, datastore, logger: pino({ level: 'silent' }) });
+  const app = await buildServer({ config, api: { datastore }, logger: pino({ level: 'silent' }) });
 
   const call: TestApi['call'] = async (method, url, payload, headers = {}) => {
     const res = await app.inject({

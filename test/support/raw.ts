@@ -32,7 +32,7 @@ export async function listenApi(env: Record<string, string> = {}): Promise<Liste
   const config = compileConfig({ FN_LOG_LEVEL: 'debug', ...env });
   const logs: LogLine[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as LogLine) });
-  const app = await buildServer({ config, datastore, logger });
+  const app = await buildServer({ config, api: { datastore }, logger });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;

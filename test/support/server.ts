@@ -12,7 +12,7 @@ import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { AgentSnapshot } from '../../src/agent/index.js';
 import { compileConfig, type Config } from '../../src/config/index.js';
-import { startServer, type RunningServer } from '../../src/server/index.js';
+import { startServer, type RunningServer } from '../../src/roles/index.js';
 import { containersOfOwner } from './containers.js';
 import { testRunTag } from './tag.js';
 

@@ -1,0 +1,44 @@
+/**
+ * FN_NODE_TYPE=full (the default): the REST API and the local agent behind
+ * the invoke endpoints, on one database (the SQLite file by default), with
+ * detached calls in a table of it (or Redis, FN_MQ_URL) run by the agent's
+ * async workers.
+ */
+import { openSqlDatastore } from '../datastore/index.js';
+import { Changes } from '../models/index.js';
+import { SqlQueue } from '../mq/index.js';
+import { engineCheck, FnLookup, InvokeHandler, SyslogForwarder } from '../server/index.js';
+import { detachedCalls, durableRedis, reconcilerFor, recorderFor, startAgent } from './common.js';
+import type { Role } from './parts.js';
+
+export const full: Role = async (ctx, made) => {
+  const { config, logger, metrics } = ctx;
+  const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
+  metrics?.watchQueue(queue);
+  const changes = (made.changes = new Changes(logger));
+  made.api = true;
+  const agent = (made.agent = made.invoker = await startAgent(ctx, changes));
+  const recorder = recorderFor(config, logger, datastore.calls);
+  if (recorder) {
+    made.recorder = recorder;
+    agent.addListener(recorder);
+  }
+  const syslog = (made.syslog = new SyslogForwarder(logger.child({ module: 'syslog' })));
+  agent.addListener(syslog);
+  const { workers, intake } = detachedCalls({
+    config,
+    invoker: agent,
+    queue,
+    resources: agent.resources,
+    store: recorder ? datastore.calls : undefined,
+    instance: agent.config.instance,
+    logger,
+    metrics,
+  });
+  made.workers = workers;
+  made.invoke = new InvokeHandler({ invoker: agent, detached: intake, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
+  made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
+  // Calls need the engine: without it this node is up (the API works) but not ready for calls.
+  made.checks = [engineCheck(agent.driver)];
+};

@@ -1,0 +1,75 @@
+/**
+ * FN_NODE_TYPE=lb: the invoke endpoints, each call placed on a runner
+ * (FN_RUNNER_ADDRESSES, or the runners a pool manager lists for the app's
+ * group: FN_NPM_ADDRESS) by FN_PLACER; apps, fns and triggers come from the
+ * API node (FN_RUNNER_API_URL), cached for FNTS_LB_CACHE_MSECS, and call
+ * records go back to it. It keeps no database; detached calls wait in the
+ * Redis queue the LBs and the API node share (FN_MQ_URL).
+ */
+import { selfInstance } from '../agent/index.js';
+import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteLookup, StaticPool, type RunnerPool } from '../lb/index.js';
+import { RunnerClient } from '../rpc/index.js';
+import { InvokeHandler, runnersCheck } from '../server/index.js';
+import { clientCredentials, detachedCalls, durableRedis, fleetTls, recorderFor } from './common.js';
+import type { Role } from './parts.js';
+
+export const lb: Role = async ({ config, logger, metrics }, made) => {
+  const { fleet } = config;
+  const runnerTls = fleetTls(config);
+  if (!runnerTls) logger.warn('the runner protocol is plaintext: keep the runners on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
+  const connect = (address: string): RunnerClient => new RunnerClient(address, { tls: runnerTls });
+  let pool: RunnerPool;
+  if (fleet.npmAddress !== undefined) {
+    const managed = new ManagedPool({
+      manager: new PoolManagerClient(fleet.npmAddress, clientCredentials(runnerTls)),
+      connect,
+      lbId: selfInstance(),
+      log: logger.child({ module: 'pool' }),
+      pollMs: fleet.npmPollMs,
+      advertiseMs: fleet.npmAdvertiseMs,
+    });
+    managed.start();
+    pool = managed;
+  } else {
+    pool = new StaticPool(fleet.runnerAddresses.map(connect));
+  }
+  // Records and logs of the calls placed here go to the API node, batched as a full node's.
+  const store = new RemoteCallStore(fleet.runnerApiUrl!);
+  const recorder = recorderFor(config, logger, store);
+  if (recorder) made.recorder = recorder;
+  const invoker = new LbAgent({
+    pool,
+    placer: createPlacer(fleet.placer),
+    log: logger,
+    ...(metrics ? { listeners: [metrics] } : {}),
+    ...(recorder ? { callListeners: [recorder] } : {}),
+  });
+  made.invoker = invoker;
+  metrics?.watchRunners(() => invoker.view);
+  const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs });
+  // Detached calls need a queue every LB shares (FN_MQ_URL): the LBs' dispatchers place them like any call.
+  let intake;
+  if (config.mqUrl) {
+    const queue = (made.queue = await durableRedis(config, logger));
+    metrics?.watchQueue(queue);
+    const detached = detachedCalls({
+      config,
+      invoker,
+      queue,
+      // Runners refuse what they have no room for; the dispatcher tries again a moment later.
+      resources: { waitAsyncCapacity: async () => undefined },
+      store: recorder ? store : undefined,
+      instance: selfInstance(),
+      logger,
+      metrics,
+    });
+    made.workers = detached.workers;
+    intake = detached.intake;
+  } else {
+    logger.warn('no FN_MQ_URL: detached calls (Fn-Invoke-Type: detached) run as synchronous calls on this LB; set FN_MQ_URL=redis://... (shared by the LBs and the API node) to queue them');
+  }
+  made.invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes, ...(intake ? { detached: intake } : {}) });
+  logger.info({ ...(fleet.npmAddress !== undefined ? { npm: fleet.npmAddress } : { runners: fleet.runnerAddresses }), placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
+  // Ready while a runner can be reached: a load balancer in front sends its callers elsewhere meanwhile.
+  made.checks = [runnersCheck(pool)];
+};

@@ -1,0 +1,24 @@
+/**
+ * FN_NODE_TYPE=pure-runner: the local agent behind Fn's gRPC RunnerProtocol
+ * (FN_GRPC_PORT). It keeps no database and no queue. Its resources never
+ * block: a call that would wait for memory is refused (503) so that the LB
+ * places it on another runner, as Fn's pure runners do.
+ */
+import { RunnerServer } from '../runner/index.js';
+import { engineCheck, SyslogForwarder } from '../server/index.js';
+import { fleetTls, startAgent } from './common.js';
+import type { Role } from './parts.js';
+
+export const pureRunner: Role = async (ctx, made) => {
+  const { config, logger, metrics } = ctx;
+  const agent = (made.agent = made.invoker = await startAgent(ctx, undefined, { nonBlockingResources: true }));
+  const syslog = (made.syslog = new SyslogForwarder(logger.child({ module: 'syslog' })));
+  agent.addListener(syslog);
+  const tls = fleetTls(config);
+  const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(tls ? { tls } : {}), ...(metrics ? { events: metrics } : {}) });
+  const grpcPort = (made.grpcPort = await runner.listen(config.listenHost, config.fleet.grpcPort));
+  made.runner = runner;
+  if (!tls) logger.warn({ grpcPort }, 'the runner protocol is plaintext: keep FN_GRPC_PORT on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
+  logger.info({ grpcPort }, `runner protocol serving on :${grpcPort}`);
+  made.checks = [engineCheck(agent.driver)];
+};
