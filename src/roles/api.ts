@@ -1,10 +1,12 @@
 /**
- * FN_NODE_TYPE=api: the REST API on its database, and the call records LBs
- * hand in. With the LBs' queue (FN_MQ_URL) it redrives dead detached calls
- * and reconciles their records with the queue.
+ * FN_NODE_TYPE=api: the REST API on its database, the call records LBs hand
+ * in, and the redrive of dead detached calls from the queue its full nodes
+ * share (a table of the same database) or its LBs do (Redis, FN_MQ_URL:
+ * then it also reconciles their records with the queue).
  */
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
+import { SqlQueue } from '../mq/index.js';
 import { durableRedis, reconcilerFor, recorderFor } from './common.js';
 import type { Role } from './parts.js';
 
@@ -15,9 +17,9 @@ export const api: Role = async ({ config, logger, metrics }, made) => {
   // No calls run here, but LBs hand their records in: removed past their retention here.
   const recorder = recorderFor(config, logger, datastore.calls);
   if (recorder) made.recorder = recorder;
-  if (config.mqUrl) {
-    const queue = (made.queue = await durableRedis(config, logger));
-    metrics?.watchQueue(queue);
-    made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
-  }
+  // The queue its full nodes (the same database) or LBs (FN_MQ_URL) keep detached calls in: this node redrives dead ones.
+  const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
+  metrics?.watchQueue(queue);
+  // With the LBs' queue this node sees both the records and the queue: it reconciles them (a full node does its own).
+  if (config.mqUrl) made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
 };

@@ -94,6 +94,23 @@ describe('detached calls', () => {
     expect((await fetch(`${s.url}/v2/fns/${fn.id}/calls/01NOPE/retry`, { method: 'POST' })).status).toBe(404);
   });
 
+  it('an api node on the same database redrives a dead call, and the full node runs it', async () => {
+    const app = await s.app();
+    const fn = await s.fn(app, await probeImage(), { annotations: { 'fnts.io/async-max-attempts': 1 } });
+    const id = (await s.invoke(fn.id, { exit: 4 }, detached)).headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 15_000)).toBe(true);
+    const api = await startTestServer({ FN_NODE_TYPE: 'api', FN_DB_URL: s.config.dbUrl });
+    try {
+      const retried = await fetch(`${api.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST' });
+      expect(retried.status).toBe(202);
+      expect(await retried.json()).toMatchObject({ id, status: 'queued', attempts: 0 });
+    } finally {
+      await api.close();
+    }
+    // The full node's workers take it from the shared queue and run it (it fails again: dead after its one attempt).
+    expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 15_000)).toBe(true);
+  });
+
   it('refuses a max-attempts annotation outside 1 to 10', async () => {
     const app = await s.app();
     for (const bad of [0, 11, 2.5, '3']) {
