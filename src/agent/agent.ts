@@ -16,7 +16,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import type { Driver } from '../drivers/index.js';
-import { ApiError, E, type Call, type CallOutcome, type ChangeFeed, type ResourceChange } from '../models/index.js';
+import { ApiError, E, errorCode, type Call, type CallOutcome, type ChangeFeed, type ResourceChange } from '../models/index.js';
 import { realClock, type Clock } from './clock.js';
 import { CallCancel } from './cancel.js';
 import { runColdCall } from './cold.js';
@@ -24,7 +24,7 @@ import type { AgentConfig } from './settings.js';
 import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
 import type { HotContainer } from './hot.js';
-import type { Invoker, RunningCall } from '../call/index.js';
+import type { CancelReason, Invoker, RunningCall } from '../call/index.js';
 import { plainSocketDirs, removeSocketTree, type SocketDirs } from './iofs.js';
 import { claimSocketFolder, INSTANCE_LABEL, instanceAlive, OWNER_LABEL, socketFolder, sweepSocketFolders, TAG_LABEL } from './owner.js';
 import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
@@ -86,7 +86,7 @@ class CallHandle implements RunningCall {
     return this.trace ? this.trace.logText() : Promise.resolve('');
   }
 
-  cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
+  cancel(reason: CancelReason = 'client-left'): void {
     this.cancelled.cancel(reason);
   }
 }
@@ -99,7 +99,9 @@ function refusedOutcome(call: Call, err: unknown): CallOutcome {
     status: httpStatus === 504 ? 'timeout' : 'error',
     httpStatus,
     error: err instanceof Error ? err.message : String(err),
+    code: errorCode(err),
     errorUser: false,
+    ran: false,
     createdAt: new Date(call.createdAt).toISOString(),
     completedAt: now,
     timings: { wait_ms: 0, exec_ms: 0 },
@@ -361,7 +363,7 @@ export class Agent implements Invoker, PoolHost {
     this.closing = true;
     this.stop.abort(shuttingDown());
     this.cut.abort(shuttingDown());
-    for (const call of [...this.calls]) call.cancel(shuttingDown());
+    for (const call of [...this.calls]) call.cancel('shutdown');
   }
 
   /**

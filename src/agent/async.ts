@@ -233,13 +233,13 @@ export class AsyncWorkers {
   private async settled(call: Call, item: Pick<QueuedCall, 'id' | 'attempts' | 'maxAttempts'>, outcome: CallOutcome, logged: Promise<string>): Promise<void> {
     const log = (await logged) || undefined;
     const attempt = item.attempts + 1;
-    if (outcome.httpStatus === 503 && outcome.error === E.ServiceUnavailable.message) {
+    if (outcome.code === E.ServiceUnavailable.code) {
       // Cut by a stopping server: the next start runs it again, uncounted.
       await this.o.record(queuedRecord(call, item.attempts, outcome.error), log);
       await this.o.queue.retry(item.id, 0, false);
       return;
     }
-    if (outcome.httpStatus === 503 && outcome.error === E.CallTimeoutServerBusy.message) {
+    if (outcome.code === E.CallTimeoutServerBusy.code) {
       // Not the function's doing: try again soon, without counting it.
       await this.o.record(queuedRecord(call, item.attempts, outcome.error), log);
       await this.o.queue.retry(item.id, 1000, false);

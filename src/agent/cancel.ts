@@ -9,8 +9,11 @@
  * CPU for a one-connection load); a call served by an idle container never
  * needs one.
  */
+import { cancelError, type CancelReason } from '../call/index.js';
+
 export class CallCancel {
   private why: unknown;
+  private reasonKind: CancelReason | undefined;
   private controller: AbortController | undefined;
   private listener: ((reason: unknown) => void) | undefined;
 
@@ -18,8 +21,14 @@ export class CallCancel {
     return this.why !== undefined;
   }
 
+  /** The error the call ends with (cancelError of the kind): what waits reject with. */
   get reason(): unknown {
     return this.why;
+  }
+
+  /** Why it was cancelled; undefined while it is not. */
+  get kind(): CancelReason | undefined {
+    return this.reasonKind;
   }
 
   /** An AbortSignal that aborts with this cancel (made on first use). */
@@ -41,8 +50,10 @@ export class CallCancel {
   }
 
   /** Cancels once; later cancels change nothing. */
-  cancel(reason: unknown): void {
+  cancel(kind: CancelReason): void {
     if (this.why !== undefined) return;
+    this.reasonKind = kind;
+    const reason = cancelError(kind);
     this.why = reason;
     this.controller?.abort(reason);
     const listener = this.listener;

@@ -6,7 +6,15 @@
  * never throwing; one that throws is logged and skipped.
  */
 import type { Logger } from 'pino';
-import type { RetireReason } from './hot.js';
+
+/**
+ * Why a container left service: `idle` (its idle timeout passed),
+ * `timed-out` (a call overran its deadline), `changed` (its fn changed or
+ * was deleted), `evicted` (another fn needed its memory), `failed` (it did
+ * not start, exited, broke an exchange or wrote what nobody asked for),
+ * `shutdown` (the server stops).
+ */
+export type RetireReason = 'idle' | 'timed-out' | 'changed' | 'evicted' | 'failed' | 'shutdown';
 
 export type ContainerState = 'wait' | 'start' | 'idle' | 'paused' | 'busy';
 

@@ -27,11 +27,6 @@ import { statusOf, type CallTrace } from './trace.js';
 
 type Phase = 'waiting' | 'claimed' | 'running' | 'streaming' | 'done';
 
-/** A stopping server's cancel: the call is cut at once and its container goes. */
-export function isHardCancel(reason: unknown): boolean {
-  return ApiError.is(reason, E.ServiceUnavailable);
-}
-
 /**
  * Runs `req` on a container of `pool` until the slot deadline (503 Timed out
  * - server too busy) and the fn's timeout (504). `signal` is the call's cancel.
@@ -182,10 +177,11 @@ class HotCall {
       case 'running': {
         const exchange = this.exchange!;
         // A stopping server cuts the exchange: the container goes.
-        if (isHardCancel(reason)) exchange.cancel(reason);
+        const hard = this.signal.kind === 'shutdown';
+        if (hard) exchange.cancel(reason);
         if (this.abandoned) return;
         this.abandoned = true;
-        if (!isHardCancel(reason)) {
+        if (!hard) {
           // Left to finish, unless the server stops meanwhile.
           const cutting = this.pool.cutting;
           const cut = (): void => exchange.cancel(cutting.reason);

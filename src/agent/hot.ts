@@ -21,7 +21,9 @@ import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError } from '../models/index.js';
 import type { Clock, Timer } from './clock.js';
-import type { ContainerStates } from './events.js';
+import type { ContainerStates, RetireReason } from './events.js';
+
+export type { RetireReason } from './events.js';
 import type { SocketDirs } from './iofs.js';
 import { containerBase, type FunctionSpec } from './spec.js';
 import type { CallRequest, Exchange } from './protocol/call.js';
@@ -36,14 +38,6 @@ import type { Logger } from 'pino';
 
 export type HotState = 'starting' | 'idle' | 'busy' | 'retired';
 
-/**
- * Why a container left service: `idle` (its idle timeout passed),
- * `timed-out` (a call overran its deadline), `changed` (its fn changed or
- * was deleted), `evicted` (another fn needed its memory), `failed` (it did
- * not start, exited, broke an exchange or wrote what nobody asked for),
- * `shutdown` (the server stops).
- */
-export type RetireReason = 'idle' | 'timed-out' | 'changed' | 'evicted' | 'failed' | 'shutdown';
 
 export interface HotContainerOptions {
   readonly id: string;

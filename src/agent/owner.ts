@@ -33,9 +33,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { removeSocketTree } from './iofs.js';
 
-export const OWNER_LABEL = 'fnts.owner';
-export const INSTANCE_LABEL = 'fnts.instance';
-export const TAG_LABEL = 'fnts.tag';
+export { INSTANCE_LABEL, OWNER_LABEL, TAG_LABEL } from '../models/index.js';
 
 /** The start time of process `pid`, in clock ticks since boot (field 22 of /proc/<pid>/stat); '' when unreadable. */
 function processStartTicks(pid: number | 'self'): string {

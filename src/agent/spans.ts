@@ -22,7 +22,15 @@ import { ROOT_CONTEXT, trace, TraceFlags, type Context, type SpanContext, type T
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Call } from '../models/index.js';
 import { sameName, withoutHeaders, type RawHeaders } from './protocol/call.js';
-import type { StartTimings } from './trace.js';
+
+/** Timings of the container start a call waited for. */
+export interface StartTimings {
+  readonly image_ms: number;
+  readonly create_ms: number;
+  readonly start_ms: number;
+  /** How long the start waited for memory and CPU first (traces only; not part of the record). */
+  readonly token_ms?: number;
+}
 
 /** Reads a header out of raw [name, value, ...] pairs. */
 const rawGetter: TextMapGetter<RawHeaders> = {

@@ -8,10 +8,12 @@
  */
 import type { Logger } from 'pino';
 import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
-import { ApiError, callStatus, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
+import { ApiError, callStatus, errorCode, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
 import type { CallListener } from '../call/index.js';
 import { CallLog } from './logs.js';
-import type { CallSpan } from './spans.js';
+import type { CallSpan, StartTimings } from './spans.js';
+
+export type { StartTimings } from './spans.js';
 import type { SpanContext } from '@opentelemetry/api';
 
 export type { CallListener } from '../call/index.js';
@@ -27,15 +29,6 @@ function guarded(log: Logger, what: string, fn: () => void): void {
 
 /** Starts watching a container's resource use; the returned function stops it. */
 export type StatsWatch = (onStat: (stat: Stat) => void, intervalMs: number) => () => void;
-
-/** Timings of the container start a call waited for. */
-export interface StartTimings {
-  readonly image_ms: number;
-  readonly create_ms: number;
-  readonly start_ms: number;
-  /** How long the start waited for memory and CPU first (traces only; not part of the record). */
-  readonly token_ms?: number;
-}
 
 /** A container start's span, and when the container became ready (performance.now()). */
 export interface StartLink {
@@ -232,6 +225,7 @@ export class CallTrace {
       status: callStatus(status),
       httpStatus: status,
       errorUser: error instanceof FunctionError,
+      ran: this.startedAt !== undefined,
       createdAt: isoTime(this.call.createdAt),
       completedAt: isoTime(at),
       timings,
@@ -240,7 +234,10 @@ export class CallTrace {
           ? []
           : decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
     };
-    if (error !== undefined) outcome.error = errorText(error);
+    if (error !== undefined) {
+      outcome.error = errorText(error);
+      outcome.code = errorCode(error);
+    }
     if (this.startedAt !== undefined) outcome.startedAt = isoTime(this.startedAt);
     return outcome;
   }

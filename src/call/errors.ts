@@ -16,3 +16,15 @@ export function serverBusy(): ApiError {
 export function shuttingDown(): ApiError {
   return new ApiError(E.ServiceUnavailable);
 }
+
+/**
+ * Why a call is cancelled: its caller left ('client-left': a function
+ * already working on the call may finish it and keep its container), or its
+ * server stops ('shutdown': the call is cut at once, its container goes).
+ */
+export type CancelReason = 'client-left' | 'shutdown';
+
+/** The error a call cancelled for `reason` ends with (its response rejects with it). */
+export function cancelError(reason: CancelReason): ApiError {
+  return reason === 'shutdown' ? shuttingDown() : new ApiError(E.ClientCancelled);
+}

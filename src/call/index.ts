@@ -5,7 +5,8 @@
  * busy answers, the lookup of what a call is made from, call listeners, and
  * the HTTP trigger's framing between LB, runner and function.
  */
-export { serverBusy, shuttingDown } from './errors.js';
+export { cancelError, serverBusy, shuttingDown } from './errors.js';
+export type { CancelReason } from './errors.js';
 export { canonical, HOP_HEADERS, headerLists, sameName, withoutHeaders, withoutHopHeaders } from './http.js';
 export type { CallBody, CallResponse, RawHeaders } from './http.js';
 export type { Invoker, RunningCall } from './invoker.js';

@@ -4,6 +4,7 @@
  * the call on a runner. The server never knows which it holds.
  */
 import type { Call, CallOutcome } from '../models/index.js';
+import type { CancelReason } from './errors.js';
 import type { CallBody, CallResponse } from './http.js';
 
 /** A call started with Invoker.invoke(). */
@@ -31,12 +32,12 @@ export interface RunningCall {
    */
   readonly log: Promise<string>;
   /**
-   * Cancels the call (default reason: ClientCancelled): its response rejects
-   * with the reason. A caller that leaves cancels softly (a function already
-   * working on the call may finish it and keep its container); the reason
-   * ServiceUnavailable (a stopping server) cuts it at once.
+   * Cancels the call (default 'client-left'): its response rejects with
+   * cancelError(reason). A caller that leaves cancels softly (a function
+   * already working on the call may finish it and keep its container); a
+   * stopping server ('shutdown') cuts it at once.
    */
-  cancel(reason?: unknown): void;
+  cancel(reason?: CancelReason): void;
 }
 
 export interface Invoker {

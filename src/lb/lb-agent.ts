@@ -22,8 +22,8 @@
  */
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../call/index.js';
-import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
+import { cancelError, sameName, serverBusy, type CallBody, type CallListener, type CallResponse, type CancelReason, type Invoker, type RunningCall } from '../call/index.js';
+import { ApiError, callStatus, E, errorCode, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg, engageRequest, type Attempt } from '../rpc/index.js';
 import type { Placer, RunnerView } from './placer.js';
 import type { Runner, RunnerPool } from './pool.js';
@@ -79,6 +79,8 @@ function outcomeOf(call: Call, status: number, finished: CallFinishedMsg | undef
     status: callStatus(httpStatus),
     httpStatus,
     errorUser: f?.errorUser ?? false,
+    // The runner says when the function began the call (Fn's runners too): nothing else ran it.
+    ran: !!f?.startedAt,
     createdAt: new Date(call.createdAt).toISOString(),
     completedAt: f?.completedAt || now,
     timings: {
@@ -89,7 +91,10 @@ function outcomeOf(call: Call, status: number, finished: CallFinishedMsg | undef
     stats: [],
   };
   if (f?.startedAt) outcome.startedAt = f.startedAt;
-  if (error !== undefined) outcome.error = error instanceof Error ? error.message : String(error);
+  if (error !== undefined) {
+    outcome.error = error instanceof Error ? error.message : String(error);
+    outcome.code = errorCode(error);
+  }
   return outcome;
 }
 
@@ -99,14 +104,15 @@ class LbCall implements RunningCall {
   log: Promise<string> = Promise.resolve('');
   /** Set once committed: cancels on the runner. */
   onCancel: (() => void) | undefined;
-  cancelled: unknown;
+  /** The error the call ends with once cancelled (cancelError of its reason). */
+  cancelled: ApiError | undefined;
   wake: (() => void) | undefined;
   /** Ends the call's count in the pool's needs. */
   release: () => void = () => undefined;
 
-  cancel(reason: unknown = new ApiError(E.ClientCancelled)): void {
+  cancel(reason: CancelReason = 'client-left'): void {
     if (this.cancelled !== undefined) return;
-    this.cancelled = reason;
+    this.cancelled = cancelError(reason);
     this.onCancel?.();
     this.wake?.();
   }
@@ -312,7 +318,7 @@ export class LbAgent implements Invoker {
 
   abort(): void {
     this.closing = true;
-    for (const call of [...this.calls]) call.cancel(shuttingDown());
+    for (const call of [...this.calls]) call.cancel('shutdown');
   }
 
   async close(): Promise<void> {

@@ -96,6 +96,7 @@ describe('Call as Fn models.Call JSON', () => {
       id: call.id,
       status: 'timeout',
       httpStatus: 504,
+      ran: true,
       error: 'Timed out',
       errorUser: true,
       createdAt: '2026-11-23T10:00:00.000Z',

@@ -311,10 +311,21 @@ export interface CallOutcome {
   readonly status: CallStatus;
   /** The HTTP status the caller got (or would have got). */
   readonly httpStatus: number;
-  /** Why the call failed, when it did. */
+  /** Why the call failed, when it did: words for people (records, logs), never for decisions. */
   readonly error?: string;
+  /**
+   * The error catalog's code for `error` (models/errors.ts: 'CallTimeoutServerBusy',
+   * 'ServiceUnavailable', 'CallTimeout', ...), when the call failed: what code decides on.
+   */
+  readonly code?: string;
   /** The failure was the function's doing (crash, timeout, bad answer), not the platform's. */
   readonly errorUser: boolean;
+  /**
+   * A container began working on the call (the function may have seen it):
+   * false for a call refused or cut before that, which may run elsewhere
+   * or again without running twice.
+   */
+  readonly ran: boolean;
   readonly createdAt: string;
   readonly startedAt?: string;
   readonly completedAt: string;

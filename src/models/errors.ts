@@ -201,6 +201,20 @@ export function invalidSyslog(url: string, reason: string): ApiError {
  * answer): its status and words as they came. `user`: the function caused it.
  */
 export function remoteError(status: number, message: string, user = false): ApiError {
-  const d = def('Remote', status >= 400 && status <= 599 ? status : 500, message);
+  const d = catalogEntry(status, message) ?? def('Remote', status >= 400 && status <= 599 ? status : 500, message);
   return user ? new FunctionError(d) : new ApiError(d);
+}
+
+/** Catalog entries by status and words: how an error that crossed the wire (where only those travel) is known again. */
+const BY_WORDS = new Map<string, ErrorDef>();
+
+/** The catalog's entry of that status with exactly those words, if any. */
+function catalogEntry(status: number, message: string): ErrorDef | undefined {
+  if (BY_WORDS.size === 0) for (const d of Object.values(E)) BY_WORDS.set(`${d.status} ${d.message}`, d);
+  return BY_WORDS.get(`${status} ${message}`);
+}
+
+/** The catalog code of `err`: an ApiError's own, InternalServerError for anything else. */
+export function errorCode(err: unknown): string {
+  return err instanceof ApiError ? err.code : E.InternalServerError.code;
 }

@@ -10,7 +10,7 @@ export { isoTime, newId, now } from './common.js';
 export type { ConfigMap } from './common.js';
 export { parseJsonObject } from './decode.js';
 export type { JsonObject } from './decode.js';
-export { ApiError, apiError, E, FunctionError, invalidSyslog, remoteError, routeError } from './errors.js';
+export { ApiError, apiError, E, errorCode, FunctionError, invalidSyslog, remoteError, routeError } from './errors.js';
 export type { ErrorDef, ErrorName } from './errors.js';
 export {
   applyFnPatch,
@@ -39,3 +39,4 @@ export { CALL_TYPES, callFn, RECORD_BATCH_BYTES, callFromJson, callRecord, callS
 export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallTimings, CallType, FnCallJson, RawHeaders } from './call.js';
 export { Changes } from './changes.js';
 export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';
+export { INSTANCE_LABEL, OWNER_LABEL, TAG_LABEL } from './labels.js';

@@ -236,7 +236,7 @@ export class RunnerServer {
       response = await running.response;
     } catch (err) {
       const outcome = await running.outcome;
-      if (outcome.startedAt === undefined && outcome.httpStatus === 503) {
+      if (!outcome.ran && outcome.httpStatus === 503) {
         // Never ran: the LB may place it elsewhere (told when this runner could make room for it).
         this.counted('refused');
         this.finish(stream, [], refusalMessage(call.id, 503, err instanceof Error ? err.message : String(err), this.o.invoker.roomIn?.(call)));

@@ -21,7 +21,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
-import { INSTANCE_LABEL } from '../../agent/index.js';
+import { INSTANCE_LABEL } from '../../models/index.js';
 import type { EngineAddress, PortRange } from '../../config/index.js';
 import { checkGroup, ControlPlaneError, type ControlPlane, type RunnerInfo } from '../control-plane.js';
 import { DEFAULT_ENGINE, describeEngine, engineClient, runnerEngine, type RunnerEngine } from './engine.js';

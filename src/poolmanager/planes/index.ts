@@ -2,7 +2,7 @@
  * The control plane a pool manager's settings name (FNTS_CONTROL_PLANE).
  */
 import type { PoolSettings } from '../../config/index.js';
-import { TAG_LABEL } from '../../agent/index.js';
+import { TAG_LABEL } from '../../models/index.js';
 import type { ControlPlane } from '../control-plane.js';
 import { DockerPlane } from './docker.js';
 import { KubernetesPlane } from './kubernetes.js';
