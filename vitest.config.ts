@@ -1,13 +1,25 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Three projects, `npm test` runs them all:
+ * - unit: the logic, beside the code (src/**) and the static checks of the
+ *   tree (test/static): no Docker, no build, seconds (`npm run test:unit`);
+ * - docker: one node against the real Docker engine and real function
+ *   images (test/ but the fleet): the global setup builds dist/ and the images;
+ * - fleet: several processes and roles (LB, runners, pool manager, Fn's own
+ *   programs from ../shared/bin).
+ */
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 180_000,
-    globalSetup: ['test/setup/global.ts'],
     // Any unhandled rejection or uncaught exception fails the run.
     setupFiles: ['test/setup/faults.ts', 'test/setup/children.ts'],
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/static/**/*.test.ts'] } },
+      { extends: true, test: { name: 'docker', include: ['test/**/*.test.ts'], exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**'], globalSetup: ['test/setup/global.ts'] } },
+      { extends: true, test: { name: 'fleet', include: ['test/fleet/**/*.test.ts', 'test/poolmanager/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
+    ],
   },
 });

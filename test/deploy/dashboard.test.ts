@@ -18,6 +18,7 @@ import { parse, stringify } from 'yaml';
 import { MemoryCpuTracker } from '../../src/agent/index.js';
 import type { Queue } from '../../src/mq/index.js';
 import { Metrics } from '../../src/telemetry/index.js';
+import { peerPresent } from '../support/peers.js';
 
 type Kind = 'counter' | 'gauge' | 'histogram';
 
@@ -511,7 +512,7 @@ describe('deploy/prometheus', () => {
 
 // ---- Prometheus' own parser, and the alert rules run against made-up series.
 
-const promtool = spawnSync('promtool', ['--version']).status === 0;
+const promtool = peerPresent(spawnSync('promtool', ['--version']).status === 0, 'promtool', "promtool is not on PATH (.ci/run installs Debian's prometheus package for it)");
 const title = promtool ? 'promtool' : 'promtool (skipped: not on PATH; .ci/run installs Debian\'s prometheus package for it)';
 
 describe.skipIf(!promtool)(title, () => {

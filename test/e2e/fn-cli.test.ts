@@ -14,10 +14,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERSION } from '../../src/server/index.js';
 import { probeImage } from '../support/functions.js';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
+import { peerPresent } from '../support/peers.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
 
 const FN_BIN = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'shared', 'bin', 'fn');
-const haveCli = existsSync(FN_BIN);
+const haveCli = peerPresent(existsSync(FN_BIN), 'the official fn CLI against fnts', `the Fn CLI 0.6.41 is not at ${FN_BIN} (a fresh clone has no ../shared)`);
 const title = haveCli
   ? 'the official fn CLI against fnts'
   : 'the official fn CLI against fnts (skipped: ../shared/bin/fn, the Fn CLI 0.6.41, is absent from this clone)';

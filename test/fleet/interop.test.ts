@@ -17,6 +17,7 @@ import { FNSERVER, fnContainerTag, fnServerPresent, removeFnContainers, startFnS
 import { probeImage } from '../support/functions.js';
 import { dockerReachable, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { caller, poster, startTestServer, type TestServer } from '../support/server.js';
+import { peerPresent } from '../support/peers.js';
 import { eventually } from '../support/wait.js';
 
 /** A function that throws: the FDK answers 502, the function's failure. */
@@ -26,12 +27,11 @@ fdk.handle(function () {
 });
 `;
 
-const skipReason = !fnServerPresent()
-  ? `Fn's server is not at ${FNSERVER} (a fresh clone has no ../shared)`
+const skipReason = !peerPresent(fnServerPresent(), 'interop with Fn', `Fn's server is not at ${FNSERVER} (a fresh clone has no ../shared)`)
+  ? 'Fn\'s server is absent'
   : !(await dockerReachable())
     ? 'the Docker engine does not answer'
     : '';
-if (skipReason) console.warn(`interop with Fn skipped: ${skipReason}`);
 
 const CONCURRENT = 8;
 /** The load check's callers and length (the issue's: 16 connections, 30 s). */

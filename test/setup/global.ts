@@ -13,7 +13,13 @@ import { docker, dockerReachable, ensureNodeBaseImage } from '../support/images.
 import { containersOfRun } from '../support/containers.js';
 import { RUN_TAG_ENV } from '../support/tag.js';
 
+/** Set once the setup has run in this vitest process. */
+const SETUP_DONE = 'FNTS_TEST_GLOBAL_SETUP_DONE';
+
 export default async function setup(): Promise<() => Promise<void>> {
+  // The docker and fleet projects share this setup: the run's first does it, for both (its teardown runs after all).
+  if (process.env[SETUP_DONE]) return async () => undefined;
+  process.env[SETUP_DONE] = '1';
   execFileSync(process.execPath, ['scripts/prepare.mjs'], { stdio: 'inherit' });
   if (!(await dockerReachable())) {
     throw new Error(

@@ -155,9 +155,13 @@ describe('tracing (OTLP/HTTP)', () => {
     // A call the caller did not sample is not traced (parent-based sampling).
     const unsampled = await s.invoke(fn.id, {}, { traceparent: `00-${'1'.repeat(32)}-${callerSpan}-00` });
     expect(unsampled.status, unsampled.text).toBe(200);
-    // Spans go out every second: had it been traced, it would be there by now.
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(receiver.spans.filter((x) => x.name === 'agent_submit')).toHaveLength(2);
+    // A sampled call made after it: once its spans are here, the unsampled call's would be too
+    // (spans leave in the order their calls end, in batches).
+    const laterTrace = '2'.repeat(32);
+    expect((await s.invoke(fn.id, {}, { traceparent: `00-${laterTrace}-${callerSpan}-01` })).status).toBe(200);
+    expect(await eventually(() => receiver.spans.some((x) => x.name === 'agent_submit' && x.traceId === laterTrace), 10_000)).toBe(true);
+    expect(receiver.spans.filter((x) => x.traceId === '1'.repeat(32))).toEqual([]);
+    expect(receiver.spans.filter((x) => x.name === 'agent_submit')).toHaveLength(3);
 
     // The function saw the call's own traceparent: same trace, the submit span as parent.
     const seen = second.json.headers.traceparent ?? second.json.headers.Traceparent;
