@@ -78,6 +78,8 @@ function countInvoke(metrics: Metrics, req: IncomingMessage, res: ServerResponse
 
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const { config, invoke, metrics } = deps;
+  /** Each connection's latest response: what a client error on it interrupts, if it is still being written. */
+  const answering = new WeakMap<Socket, ServerResponse>();
   const app = Fastify({
     // Calls skip Fastify: every microsecond on that path shows in latency.
     serverFactory: (handler) =>
@@ -90,12 +92,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           connectionsCheckingInterval: checkingIntervalMs(config),
         },
         (req, res) => {
+          answering.set(req.socket, res);
           if (invoke && InvokeHandler.matches(req.url ?? '')) {
             if (metrics) countInvoke(metrics, req, res);
             invoke.handle(req, res);
           } else handler(req, res);
         },
       ).on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+        answering.set(req.socket, res);
         // Expect: 100-continue. A call whose body is declared too big is refused before it is sent.
         if (invoke && InvokeHandler.matches(req.url ?? '')) {
           if (metrics) countInvoke(metrics, req, res);
@@ -125,8 +129,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // Node's 'clientError': the parser refused the request or it timed out.
     // Per server, so the invoke paths (served before Fastify) get it too.
     clientErrorHandler: (err: ClientError, socket: Socket) => {
-      // Node keeps the response of the request being read as socket._httpMessage (as its own handler does).
-      const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+      // The response of the request being read on this socket, if one is (the last one's once it has finished is not).
+      const last = answering.get(socket);
+      const inFlight = last && !last.writableFinished ? last : undefined;
       const inFlightUrl = inFlight?.req?.url;
       const answer = clientErrorToHttp(err, {
         isServedPath: (path) => isResourcePath(app, path) || (invoke !== undefined && InvokeHandler.matches(path)),

@@ -326,6 +326,8 @@ export class Metrics implements CallListener, ContainerListener {
   }
 
   private register<M extends CellMetric | CellHistogram>(m: M): M {
+    // prom-client types registerMetric for its own classes; its Registry reads only what series.ts's
+    // classes have (name, help, type, aggregator, get()), which its exposition test pins.
     this.registry.registerMetric(m as unknown as Parameters<Registry['registerMetric']>[0]);
     return m;
   }

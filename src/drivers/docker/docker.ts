@@ -7,7 +7,7 @@
  * attached and streamed to the caller's sinks).
  */
 import { createRequire } from 'node:module';
-import type { Readable, Writable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { InvalidImageRef, parseImageRef, type ImageRef } from '../../models/image.js';
 import {
@@ -134,14 +134,15 @@ export class DockerDriver implements Driver {
     const timeout = AbortSignal.timeout(this.options.pullTimeoutMs);
     const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
     try {
+      // The engine's answer: an HTTP response (a Readable) of progress lines.
       const stream = (await this.docker.createImage({
         fromImage,
         ...(ref.digest ? { tag: ref.digest } : { tag: ref.tag }),
         abortSignal: abort,
-      })) as NodeJS.ReadableStream;
+      })) as Readable;
       await new Promise<void>((resolve, reject) => {
         const onAbort = (): void => {
-          (stream as unknown as { destroy?: () => void }).destroy?.();
+          stream.destroy();
           reject(abortError(abort));
         };
         abort.addEventListener('abort', onAbort, { once: true });
@@ -348,17 +349,18 @@ class DockerCookie implements Cookie {
       stdin: !!this.spec.stdin,
       // A hijacked (raw) connection: output frames arrive without HTTP chunking to parse.
       hijack: true,
-    })) as NodeJS.ReadWriteStream;
+      // The hijacked connection itself: a socket, both ways.
+    })) as Duplex;
     const logs = this.spec.logs;
     if (logs) this.docker.modem.demuxStream(stream, logs.stdout, logs.stderr);
-    else (stream as unknown as NodeJS.ReadableStream).resume();
+    else stream.resume();
     this.outputDone = new Promise<void>((resolve) => {
-      (stream as unknown as NodeJS.EventEmitter).once('end', resolve);
-      (stream as unknown as NodeJS.EventEmitter).once('close', resolve);
+      stream.once('end', resolve);
+      stream.once('close', resolve);
     });
     // An attach stream may error when the container is removed under it; that is the end, not a failure.
-    (stream as unknown as NodeJS.EventEmitter).on('error', () => {});
-    if (this.spec.stdin) this.stdin = stream as unknown as Writable;
+    stream.on('error', () => {});
+    if (this.spec.stdin) this.stdin = stream;
   }
 
   async run(signal?: AbortSignal): Promise<void> {
@@ -429,7 +431,8 @@ class DockerCookie implements Cookie {
     void this.container
       .stats({ stream: true })
       .then((s) => {
-        stream = s as unknown as Readable;
+        // A streamed answer: the HTTP response, a Readable (typed as a plain ReadableStream).
+        stream = s as Readable;
         if (stopped) return stream.destroy();
         stream.on('error', () => undefined);
         stream.on('data', (chunk: Buffer) => {

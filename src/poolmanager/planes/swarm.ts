@@ -150,6 +150,7 @@ export class SwarmPlane implements ControlPlane {
       const spec = info.Spec;
       const replicas = to(spec.Mode?.Replicated?.Replicas ?? 0);
       try {
+        // dockerode's typings take only the spec; its documented _query/_body form carries the version the engine requires.
         await service.update({ _query: { version: info.Version.Index }, _body: { ...spec, Mode: { Replicated: { Replicas: replicas } } } } as unknown as Docker.ServiceSpec);
         return;
       } catch (err) {
