@@ -1,5 +1,5 @@
 /**
- * The agent: the local Invoker. Runs calls in hot containers (seed 002) or,
+ * The agent: the local Invoker. Runs calls in hot containers (as Fn's agent does) or,
  * for the `default` format, one cold container per call.
  *
  *   invoke(call) -> the call's spec (per fn version and call type)

@@ -1,9 +1,9 @@
 /**
- * The agent's async workers (seed 002: "check the mq for any async calls,
- * and submit them"): while the resource tracker's async area is below its
- * high-water mark, lease the oldest detached call from the queue, run it as
- * `detached` (async area only, never the sync reserve), keep its lease alive
- * while it runs, then settle it:
+ * The agent's async workers (as Fn's agent: "check the mq for any async
+ * calls, and submit them"): while the resource tracker's async area is below
+ * its high-water mark, lease the oldest detached call from the queue, run it
+ * as `detached` (async area only, never the sync reserve), keep its lease
+ * alive while it runs, then settle it:
  *
  *   succeeded, or refused for the caller's fault (4xx)  -> ack
  *   "server too busy"                                    -> ready again, no attempt counted

@@ -1,10 +1,10 @@
 /**
- * A cold call (the `default` format, seed 002's prepCold): one container
- * per call, holding its memory for its whole life. The call's body goes to
- * its stdin, its stdout is the answer, stderr is the log; the request's
- * details are in its environment: FN_DEADLINE, FN_METHOD, FN_REQUEST_URL,
- * FN_CALL_ID and every caller header X-Y as FN_HEADER_X_Y. The container is
- * removed after the call.
+ * A cold call (the `default` format, Fn's prepCold in api/agent/agent.go):
+ * one container per call, holding its memory for its whole life. The call's
+ * body goes to its stdin, its stdout is the answer, stderr is the log; the
+ * request's details are in its environment: FN_DEADLINE, FN_METHOD,
+ * FN_REQUEST_URL, FN_CALL_ID and every caller header X-Y as FN_HEADER_X_Y.
+ * The container is removed after the call.
  */
 import { Writable } from 'node:stream';
 import type { Cookie, RunResult } from '../drivers/index.js';

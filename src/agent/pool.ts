@@ -1,5 +1,5 @@
 /**
- * The hot containers of one slot key (seed 001): its slot queue, the spec
+ * The hot containers of one slot key (see slots.ts): its slot queue, the spec
  * its containers are made from, the launches in progress and their
  * resource reservations, and the poll that re-checks the launch decision
  * while calls wait.

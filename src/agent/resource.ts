@@ -1,6 +1,6 @@
 /**
- * The resource tracker (seed 000): how much memory and CPU the containers of
- * this server may hold, and who holds what.
+ * The resource tracker (as Fn's api/agent/resource.go): how much memory and
+ * CPU the containers of this server may hold, and who holds what.
  *
  *   usable = min(host MemAvailable, cgroup limit) - head room, clamped by
  *            FN_MAX_TOTAL_MEMORY_BYTES (likewise CPU, in milli-CPUs)
@@ -206,7 +206,7 @@ export class MemoryCpuTracker implements ResourceTracker {
       return Promise.reject(new ResourceUnavailableError(`${req.memoryMB} MB / ${req.cpuMillis} mCPU can never be reserved on this server`));
     }
     if (signal?.aborted) return Promise.reject(signal.reason);
-    // As in the seed, whoever fits is served at once; a waiter is not a queue head.
+    // As in Fn's tracker, whoever fits is served at once; a waiter is not a queue head.
     if (this.available(req)) return Promise.resolve(this.grant(req));
     return new Promise<ResourceToken>((resolve, reject) => {
       const onAbort = (): void => {

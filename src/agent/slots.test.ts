@@ -137,7 +137,7 @@ describe('the launch decision', () => {
     expect(needsContainer(stats({ ...slow, running: 1, starting: 1 }))).toBe(false);
     expect(needsContainer(stats({ ...slow, running: 4, starting: 3 }))).toBe(true);
     expect(needsContainer(stats({ ...slow, running: 4, starting: 4 }))).toBe(false);
-    // The seed starts one per waiting call at once.
+    // Fn's rule starts one per waiting call at once.
     expect(seedNeedsContainer(stats({ ...slow, running: 4, starting: 20 }))).toBe(true);
   });
 

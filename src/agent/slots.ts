@@ -1,8 +1,8 @@
 /**
- * Slot queues (seed 001). One queue per set of interchangeable hot
- * containers (same app, fn, image, resources, timeouts and config); the key is
- * a hash of all of that. A queue holds the idle containers and the calls
- * waiting for one:
+ * Slot queues (as Fn's api/agent/slots.go). One queue per set of
+ * interchangeable hot containers (same app, fn, image, resources, timeouts
+ * and config); the key is a hash of all of that. A queue holds the idle
+ * containers and the calls waiting for one:
  *
  *     calls ──acquire──▶ [waiters, FIFO] ◀──match──▶ [idle containers, LIFO] ◀──release── containers
  *
@@ -64,7 +64,7 @@ export class SlotQueue<T> {
    *
    * `deadline` is soft: when it aborts, the call gives up with its reason
    * unless a launch is tied to it. The oldest N waiting calls are tied to
-   * the N launches in progress (seed 000: the caller tied to a launch hears
+   * the N launches in progress (as in Fn: the caller tied to a launch hears
    * its outcome), so a call whose container is being started for it gets
    * that container, or the start's error, rather than "server too busy".
    */
@@ -213,8 +213,8 @@ export class SlotQueue<T> {
 export const DEFAULT_START_MS = 500;
 
 /**
- * Whether the queue should start another container (seed 001's
- * isNewContainerNeeded, improved). The seed starts a container whenever
+ * Whether the queue should start another container (Fn's
+ * isNewContainerNeeded, improved). Fn's rule starts a container whenever
  * waiting calls outnumber containers; for a fast function that is one
  * container per concurrent caller, for a queue that one container drains in
  * a few milliseconds. Here a container is started only when it helps:
@@ -247,7 +247,7 @@ export function needsContainer(s: SlotStats): boolean {
   return (s.waiting * s.latency.run) / serving > start;
 }
 
-/** The seed's decision, kept for the benchmark's comparison. */
+/** Fn's decision (FNTS_LAUNCH_POLICY=seed), kept for the benchmark's comparison. */
 export function seedNeedsContainer(s: SlotStats): boolean {
   if (s.waiting === 0) return false;
   if (s.starting >= s.waiting) return false;

@@ -1,5 +1,5 @@
 /**
- * OpenTelemetry spans of a call, named after the seed agent's: one
+ * OpenTelemetry spans of a call, named after Fn's agent's: one
  * `agent_submit` span per call, started when the call reaches the agent and
  * continuing the caller's W3C `traceparent` (the function gets the call's own
  * traceparent in its place), and, when the call ends, its phases as child

@@ -1,7 +1,7 @@
 /**
  * The outcome of one call as it happens: when it arrived, waited, ran and
  * ended, the container's resource use sampled while it ran (down-sampled the
- * way seed 004's Decimate does), where the time went, and what the container
+ * way Fn's drivers.Decimate does), where the time went, and what the container
  * wrote meanwhile. Listeners and the RunningCall's `outcome` get it when the
  * call ends. With nobody reading, nothing is sampled, kept or built: the hot
  * path pays only for what someone reads.

@@ -136,7 +136,7 @@ export interface PoolSettings {
   /** FNTS_MIN_RUNNERS (1) and FNTS_MAX_RUNNERS (10): runners per group. */
   readonly minRunners: number;
   readonly maxRunners: number;
-  /** FNTS_PREDICTOR (forecast): conservative (seed 003: the demand of the moment) or forecast (ours: ahead of a rise). */
+  /** FNTS_PREDICTOR (forecast): conservative (Fn's 2018 manager: the demand of the moment) or forecast (ours: ahead of a rise). */
   readonly predictor: 'conservative' | 'forecast';
   /** FNTS_REQUIREMENT_TTL_MSECS (5000): an LB's requirement lasts this long unless restated; an LB silent this long is purged. */
   readonly requirementTtlMs: number;
@@ -253,7 +253,7 @@ export interface AgentSettings {
   readonly unprivileged: boolean;
   /** FNTS_STATS_INTERVAL_MSECS (1000): how often a running call's container is sampled (the engine publishes once a second); 0 or negative disables (Infinity). */
   readonly statsIntervalMs: number;
-  /** FNTS_LAUNCH_POLICY: 'adaptive' (default) or 'seed' (seed 001's rule, for comparison). */
+  /** FNTS_LAUNCH_POLICY: 'adaptive' (default) or 'seed' (Fn's rule: isNewContainerNeeded in api/agent/slots.go), for comparison. */
   readonly launchPolicy: 'adaptive' | 'seed';
   /**
    * Whose containers these are: a hash of the canonical database location

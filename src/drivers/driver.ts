@@ -1,7 +1,7 @@
 /**
- * The container driver contract (seed 004). A Driver turns a ContainerSpec
- * into a prepared container (a Cookie); the Cookie runs, freezes and removes
- * it. Drivers know containers, never calls.
+ * The container driver contract (after Fn's api/runner/drivers/driver.go).
+ * A Driver turns a ContainerSpec into a prepared container (a Cookie); the
+ * Cookie runs, freezes and removes it. Drivers know containers, never calls.
  *
  * Rules every implementation MUST keep (driver.contract.ts pins them; run
  * it on any new driver):
@@ -207,8 +207,9 @@ export interface Driver {
 
 /**
  * Down-samples `stats` (sorted by time) to at most `max` points by averaging
- * the samples in equal time windows (seed 004's Decimate): a long call keeps
- * its shape without keeping every sample. The last window takes the rest.
+ * the samples in equal time windows (as Fn's drivers.Decimate): a long call
+ * keeps its shape without keeping every sample. The last window takes the
+ * rest.
  */
 export function decimate(max: number, stats: readonly Stat[]): Stat[] {
   if (stats.length <= max) return [...stats];

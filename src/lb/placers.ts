@@ -6,9 +6,10 @@
  * - `ch`: consistent hashing, as Fn's ch placer. A fn always starts on the
  *   same runner (its "home"), so it stays warm in one place; load follows
  *   the fns' popularity, however uneven.
- * - `wait` (the default, seed 004): starts at the fn's home like `ch`, but
- *   moves on when waiting there is expected to cost more than starting a
- *   container elsewhere, and when the home carries far more than its share.
+ * - `wait` (the default; Fn's 2017 fnlb placed by wait time too): starts
+ *   at the fn's home like `ch`, but moves on when waiting there is expected
+ *   to cost more than starting a container elsewhere, and when the home
+ *   carries far more than its share.
  *
  * `ch` and `wait` hash a fn onto the pool's list with Jump Consistent Hash
  * (Lamping & Veach, 2014) over the whole list, up or down, so that a runner
@@ -225,9 +226,10 @@ const WARM_REFUSAL_MS = 2000;
 const SWEEP_EVERY = 1024;
 
 /**
- * Wait-time placement (seed 004): keep a fn warm on its home runner, and go
- * elsewhere when waiting there would cost more than starting a container
- * somewhere else.
+ * Wait-time placement (after Fn's 2017 fnlb, which kept an average of the
+ * wait each node reported per fn): keep a fn warm on its home runner, and
+ * go elsewhere when waiting there would cost more than starting a
+ * container somewhere else.
  *
  * It learns from report():
  * - per (runner, fn), a moving average (EWMA) of the time calls waited for a

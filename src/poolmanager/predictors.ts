@@ -3,10 +3,10 @@
  * need, one sample per scale tick, oldest first) in, the number of runners
  * to aim for out. Pure functions, so a trace can be replayed through them.
  *
- * - `conservative` (seed 003): exactly the latest demand. Every rise is
- *   answered only once it is seen, so a burst is short of runners for the
- *   whole provisioning delay; and a spike too short to outlast that delay
- *   still gets runners, which arrive after it ended.
+ * - `conservative` (Fn's 2018 poolmanager/manager.go): exactly the latest
+ *   demand. Every rise is answered only once it is seen, so a burst is short
+ *   of runners for the whole provisioning delay; and a spike too short to
+ *   outlast that delay still gets runners, which arrive after it ended.
  * - `forecast` (ours): the demand a provisioning delay ahead, read robustly.
  *   A spike of a tick or two moves nothing (a runner asked for it would
  *   arrive after it ended), a rise held for three ticks is projected ahead,

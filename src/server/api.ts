@@ -1,5 +1,6 @@
 /**
- * Fn's REST API v2: apps, fns and triggers (spec/fn-swagger-v2.yml).
+ * Fn's REST API v2: apps, fns and triggers, with Fn's paths, fields, status
+ * codes and messages (docs/architecture.md#the-rest-api).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Datastore } from '../datastore/index.js';

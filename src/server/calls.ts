@@ -1,5 +1,5 @@
 /**
- * The calls API, Fn's v2 calls contract (spec/fn-swagger-v2-calls-2019.yml,
+ * The calls API, Fn's v2 calls contract (docs/operations.md#the-calls-api,
  * as Fn served it until April 2019 and the fn CLI 0.5.x reads it):
  *
  *   GET /v2/fns/{fnID}/calls                  newest first; per_page, cursor, from_time, to_time

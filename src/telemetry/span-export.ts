@@ -2,7 +2,7 @@
  * Span export off the event loop. The call path hands over one flat record
  * per sampled call (agent/spans.ts); records are buffered, and every
  * FLUSH_MS (or at MAX_BATCH) passed as one message to a worker thread, which
- * makes the seed's spans from them and exports them with the OpenTelemetry
+ * makes the spans Fn's agent makes from them and exports them with the OpenTelemetry
  * OTLP/HTTP exporter, one request at a time.
  *
  *   call ends -> record -> buffer -> postMessage(batch) -> [thread] spans -> OTLPTraceExporter
