@@ -17,3 +17,4 @@ export type { RemoteLookupOptions } from './lookup.js';
 export { PLACER_NAMES } from './placer.js';
 export type { AttemptReport, Placer, PlacerName, RunnerView } from './placer.js';
 export { createPlacer } from './placers.js';
+export { runnersCheck } from './ready.js';

@@ -7,9 +7,9 @@
  * Redis queue the LBs and the API node share (FN_MQ_URL).
  */
 import { selfInstance } from '../agent/index.js';
-import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteLookup, StaticPool, type RunnerPool } from '../lb/index.js';
+import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteLookup, runnersCheck, StaticPool, type RunnerPool } from '../lb/index.js';
 import { RunnerClient } from '../rpc/index.js';
-import { InvokeHandler, runnersCheck } from '../server/index.js';
+import { InvokeHandler } from '../server/index.js';
 import { clientCredentials, detachedCalls, durableRedis, fleetTls, recorderFor } from './common.js';
 import type { Role } from './parts.js';
 

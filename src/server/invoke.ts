@@ -14,7 +14,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { sameName, withoutHeaders, withoutHopHeaders, type CallResponse, type Invoker } from '../agent/index.js';
+import { sameName, withoutHeaders, withoutHopHeaders, type CallResponse, type Invoker } from '../call/index.js';
 import { ApiError, E, newId, routeError, type Call } from '../models/index.js';
 import { toHttpError } from './errors.js';
 import type { Target, TargetLookup } from './lookup.js';

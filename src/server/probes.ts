@@ -12,7 +12,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { SqlDatastore } from '../datastore/index.js';
 import type { Driver } from '../drivers/index.js';
-import type { RunnerPool } from '../lb/index.js';
 import type { Queue } from '../mq/index.js';
 import type { HealthCheck, Readiness } from '../telemetry/index.js';
 import { resource } from './routing.js';
@@ -54,23 +53,4 @@ export function queueCheck(queue: Pick<Queue, 'size'>): HealthCheck {
 /** A role that runs functions needs its container engine: it answers a ping. */
 export function engineCheck(driver: Pick<Driver, 'ping'>): HealthCheck {
   return { name: 'docker', check: (signal) => driver.ping(signal) };
-}
-
-/**
- * An LB is ready while it can reach a runner: not ready when it knows
- * runners and every connection to them failed (each channel dials at
- * start and redials in the background, so this holds before any call).
- * A managed pool that lists no runner yet is ready: the pool manager
- * starts runners for the calls the LB advertises.
- */
-export function runnersCheck(pool: Pick<RunnerPool, 'everyRunner'>): HealthCheck {
-  return {
-    name: 'runners',
-    check: async () => {
-      const runners = pool.everyRunner();
-      if (runners.length > 0 && !runners.some((r) => r.client.reachable)) {
-        throw new Error(`no runner is reachable: ${runners.map((r) => r.address).join(', ')}`);
-      }
-    },
-  };
 }
