@@ -9,7 +9,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import { StorageFullError } from '../datastore/index.js';
-import { ApiError, E, routeError, type ErrorDef } from '../models/index.js';
+import { ApiError, E, FunctionError, routeError, type ErrorDef } from '../models/index.js';
 
 export interface HttpError {
   readonly status: number;
@@ -48,6 +48,10 @@ export function toHttpError(err: unknown, log: FastifyBaseLogger): HttpError {
   if (err instanceof ApiError) {
     // A full disk is the operator's to fix, not a bug: its words, without a stack, for each refused change.
     if (err instanceof StorageFullError) log.warn({ code: err.code }, err.message);
+    // A function's failure is its author's to see (in the answer and the call's record), not the operator's.
+    else if (err instanceof FunctionError) log.debug({ code: err.code, status: err.status }, err.message);
+    // The platform's own answers (busy, an image that cannot be had, the engine away): their words once, no stack.
+    else if (err.status >= 500 && err.code !== E.InternalServerError.code) log.warn({ code: err.code, status: err.status }, err.message);
     else if (err.status >= 500) log.error({ err, code: err.code }, 'api error');
     return { status: err.status, headers: err.headers, body: { message: err.message } };
   }
