@@ -1,9 +1,12 @@
 /**
  * The kubernetes control plane (through @kubernetes/client-node) against
- * recorded API exchanges (recordings/kubernetes.json), replayed in order by a local HTTP server
- * that checks each request's method, path, content type, bearer token and
- * the recorded body fields. No cluster runs here: what a cluster would do
- * between the exchanges is in the recordings, not tested.
+ * API exchanges (recordings/kubernetes.json) replayed in order by a local
+ * HTTP server that checks each request's method, path, content type, bearer
+ * token and the listed body fields. The exchanges were WRITTEN BY HAND from
+ * the Kubernetes API reference, not recorded from a cluster (none can run
+ * here): this shows the plane speaks the API as documented, not that a
+ * real API server answers as written. What a cluster would do between the
+ * exchanges is not tested.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
