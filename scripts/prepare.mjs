@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // Makes `npm start` and `npm test` work as the first command on a fresh clone:
-// installs dependencies when they are missing or older than the lock file, and
-// compiles src/ to dist/ when any source is newer than the last build.
+// installs dependencies when they are missing or older than the lock file,
+// generates the wire messages' code (src/rpc/gen/) when proto/ changed, and
+// compiles src/ to dist/ when any source is newer than the last build (always
+// with --build: `npm run build`).
 // Only Node built-ins may be used here: nothing else is installed yet.
 import { spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { GEN_DIR, generate, staleProtos } from './proto-gen.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const say = (msg) => process.stderr.write(`fnts: ${msg}\n`);
@@ -51,9 +54,23 @@ if (!linked && (!existsSync(installedMarker) || mtime(installedMarker) < mtime(l
   run('npm', [existsSync(lock) ? 'ci' : 'install', '--no-audit', '--no-fund'], 'installing dependencies (first run compiles SQLite, about 2 minutes)');
 }
 
+// The generated code is committed: this runs only when proto/ (or the generator) changed since.
+const stale = staleProtos();
+if (stale.length > 0) {
+  say(`generating src/rpc/gen/ from proto/ (${stale.map((p) => p.name).join(', ')})`);
+  try {
+    generate(stale);
+  } catch (err) {
+    say(err instanceof Error ? err.message : String(err));
+    process.exit(1);
+  }
+}
+
 const stamp = join(root, '.fnts-build-stamp');
 const sourcesChanged = Math.max(newestUnder(join(root, 'src')), mtime(join(root, 'tsconfig.json')), mtime(join(root, 'tsconfig.build.json')));
-if (!existsSync(join(root, 'dist', 'cli', 'main.js')) || mtime(stamp) < sourcesChanged) {
+if (process.argv.includes('--build') || !existsSync(join(root, 'dist', 'cli', 'main.js')) || mtime(stamp) < sourcesChanged) {
   run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], 'compiling TypeScript');
+  // tsc takes the generated code's types (.d.ts) and emits nothing for it: its JavaScript goes beside the compiled code as it is.
+  cpSync(GEN_DIR, join(root, 'dist', 'rpc', 'gen'), { recursive: true, filter: (src) => !src.endsWith('.d.ts') });
   writeFileSync(stamp, new Date().toISOString() + '\n');
 }

@@ -2,11 +2,10 @@
  * The LB's side of Fn's 2018 pool manager protocol
  * (proto/fn-poolmanager.proto): it tells the manager what each runner group
  * needs (NodePoolScaler.AdvertiseCapacity) and asks it which runners a group
- * has (RunnerManager.GetLBGroup), through the pool manager's own client
- * (poolmanager/protocol.ts), behind the seam the pool and its tests use.
+ * has (RunnerManager.GetLBGroup), through the protocol's client
+ * (rpc/poolmanager-protocol.ts), behind the seam the pool and its tests use.
  */
-import type * as grpc from '@grpc/grpc-js';
-import { poolManagerClient, type PoolManagerClient as ManagerClient } from '../rpc/index.js';
+import { poolManagerClient, type ChannelTls, type PoolManagerClient as ManagerClient } from '../rpc/index.js';
 
 /** One group's need: the memory (MB) its calls waiting and running through this LB want. */
 export interface CapacitySnapshot {
@@ -24,23 +23,23 @@ export interface CapacityAdvertisement {
 
 /** The seam the pool and the advertiser use; `PoolManagerClient` is the real one. */
 export interface PoolManagerApi {
-  /** The group's active runners' addresses, in the manager's order. Rejects with the gRPC error. */
+  /** The group's active runners' addresses, in the manager's order. Rejects with a GrpcError. */
   getLBGroup(group: string, timeoutMs: number): Promise<string[]>;
-  /** Rejects with the gRPC error. */
+  /** Rejects with a GrpcError. */
   advertiseCapacity(ad: CapacityAdvertisement, timeoutMs: number): Promise<void>;
   /** Idempotent. */
   close(): void;
 }
 
-/** The pool manager at `address` (FN_NPM_ADDRESS), one channel for both services. */
+/** The pool manager at `address` (FN_NPM_ADDRESS), one channel for both services; mutual TLS with `tls` (FNTS_GRPC_TLS_*). */
 export class PoolManagerClient implements PoolManagerApi {
   private readonly client: ManagerClient;
 
   constructor(
     readonly address: string,
-    credentials?: grpc.ChannelCredentials,
+    tls?: ChannelTls,
   ) {
-    this.client = poolManagerClient(address, credentials);
+    this.client = poolManagerClient(address, { tls });
   }
 
   getLBGroup(group: string, timeoutMs: number): Promise<string[]> {

@@ -20,12 +20,9 @@ export type {
   CapacitySnapshotMsg,
   LBGroupIdMsg,
   LBGroupMembershipMsg,
-  NodePoolScalerClient,
   PoolManagerClient,
   PoolManagerClientOptions,
-  PoolManagerProtocol,
   PoolRunnerMsg,
-  RunnerManagerClient,
 } from '../rpc/index.js';
 export { PoolManagerServer } from './server.js';
 export type { PoolManagerServerOptions } from './server.js';

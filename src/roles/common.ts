@@ -4,7 +4,6 @@
  * queue's durability check, the fleet's TLS files.
  */
 import { readFileSync } from 'node:fs';
-import * as grpc from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
 import { Agent, AsyncWorkers, CallSpans, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, socketDirs, type AsyncWorkersOptions } from '../agent/index.js';
@@ -164,19 +163,8 @@ async function requireDurable(queue: RedisQueue, config: Config, logger: Logger)
   logger.warn(`${why}; starting anyway (FNTS_MQ_ALLOW_VOLATILE=true): the records of calls lost that way are marked error`);
 }
 
-/** The fleet's mutual TLS files (FNTS_GRPC_TLS_CA, _KEY, _CERT), read; undefined: plaintext. */
+/** The fleet's mutual TLS files (FNTS_GRPC_TLS_CA, _KEY, _CERT), read, for its gRPC servers and channels alike; undefined: plaintext. */
 export function fleetTls(config: Config): { ca: Buffer; key: Buffer; cert: Buffer } | undefined {
   const tls = config.fleet.tls;
   return tls ? { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert) } : undefined;
-}
-
-/** Mutual TLS for a fleet role's grpc-js server; undefined: plaintext. */
-export function serverCredentials(config: Config): grpc.ServerCredentials | undefined {
-  const tls = fleetTls(config);
-  return tls ? grpc.ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], true) : undefined;
-}
-
-/** Mutual TLS for a fleet role's grpc-js clients (`tls`: the files, already read); undefined: plaintext. */
-export function clientCredentials(tls: ReturnType<typeof fleetTls>): grpc.ChannelCredentials | undefined {
-  return tls ? grpc.credentials.createSsl(tls.ca, tls.key, tls.cert) : undefined;
 }

@@ -10,7 +10,7 @@ import { selfInstance } from '../agent/index.js';
 import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteLookup, runnersCheck, StaticPool, type RunnerPool } from '../lb/index.js';
 import { RunnerClient } from '../rpc/index.js';
 import { InvokeHandler } from '../server/index.js';
-import { clientCredentials, detachedCalls, durableRedis, fleetTls, recorderFor } from './common.js';
+import { detachedCalls, durableRedis, fleetTls, recorderFor } from './common.js';
 import type { Role } from './parts.js';
 
 export const lb: Role = async ({ config, logger, metrics }, made) => {
@@ -21,7 +21,7 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
   let pool: RunnerPool;
   if (fleet.npmAddress !== undefined) {
     const managed = new ManagedPool({
-      manager: new PoolManagerClient(fleet.npmAddress, clientCredentials(runnerTls)),
+      manager: new PoolManagerClient(fleet.npmAddress, runnerTls),
       connect,
       lbId: selfInstance(),
       log: logger.child({ module: 'pool' }),

@@ -6,7 +6,7 @@
  */
 import { CapacityBook, PoolManager, PoolManagerServer, PoolMetrics, PREDICTORS, RunnerStatus } from '../poolmanager/index.js';
 import { createControlPlane } from '../poolmanager/planes/index.js';
-import { fleetTls, serverCredentials } from './common.js';
+import { fleetTls } from './common.js';
 import type { Role } from './parts.js';
 
 export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
@@ -16,7 +16,8 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
   const runnerEnv: Record<string, string> = { FN_LOG_LEVEL: config.logLevel, FN_LOG_FORMAT: config.logFormat, ...(config.agent.containerTag ? { FN_CONTAINER_LABEL_TAG: config.agent.containerTag } : {}) };
   const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag);
   const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
-  const status = new RunnerStatus(fleetTls(config));
+  const tls = fleetTls(config);
+  const status = new RunnerStatus(tls);
   const events = metrics ? new PoolMetrics(metrics.registry, book) : undefined;
   const manager = new PoolManager({
     plane,
@@ -36,8 +37,7 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
     ...(events ? { events } : {}),
   });
   events?.watch(manager);
-  const credentials = serverCredentials(config);
-  const server = new PoolManagerServer({ manager, book, log, ...(credentials ? { credentials } : {}) });
+  const server = new PoolManagerServer({ manager, book, log, tls });
   made.stop = async () => {
     status.close();
     await plane.close();

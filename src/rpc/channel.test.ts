@@ -1,6 +1,7 @@
 import * as http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { eventually } from '../../test/support/wait.js';
 import { H2Channel } from './channel.js';
 
 const servers: http2.Http2Server[] = [];
@@ -33,10 +34,11 @@ async function server(onSession: (s: http2.ServerHttp2Session) => void = () => u
 /** One request on the channel: its status, or the error that ended it. */
 function ask(channel: H2Channel): Promise<number | Error> {
   return new Promise((resolve) => {
-    const stream = channel.request({ ':method': 'POST', ':path': '/x' });
-    stream.on('response', (h) => resolve(Number(h[':status'])));
-    stream.on('error', (err) => resolve(err));
-    stream.end();
+    channel.request({ ':method': 'POST', ':path': '/x' }).then((stream) => {
+      stream.on('response', (h) => resolve(Number(h[':status'])));
+      stream.on('error', (err) => resolve(err));
+      stream.end();
+    }, resolve);
   });
 }
 
@@ -75,4 +77,38 @@ describe('H2Channel (the LB\'s connection to a runner)', () => {
     expect(channel.reachable).toBe(true);
     expect(await ask(channel)).toBe(200);
   });
+
+  it("holds calls beyond the runner's SETTINGS_MAX_CONCURRENT_STREAMS until a stream ends, failing none", async () => {
+    // A server that lets 2 streams run at once, and answers each only when the test says.
+    const s = http2.createServer({ settings: { maxConcurrentStreams: 2 } });
+    const held: http2.ServerHttp2Stream[] = [];
+    let open = 0;
+    let most = 0;
+    s.on('session', (session) => {
+      sessions.add(session);
+      session.on('error', () => undefined);
+    });
+    s.on('stream', (stream) => {
+      stream.on('error', () => undefined);
+      most = Math.max(most, ++open);
+      stream.once('close', () => open--);
+      held.push(stream);
+    });
+    servers.push(s);
+    await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+    const channel = new H2Channel(`127.0.0.1:${(s.address() as AddressInfo).port}`);
+    channels.push(channel);
+    // At once on a new connection: the channel waits for the runner's SETTINGS, which say the limit.
+    const answers = Array.from({ length: 6 }, () => ask(channel));
+    let answered = 0;
+    while (answered < 6) {
+      expect(await eventually(() => held.length > 0, 2_000, 5)).toBe(true);
+      expect(held.length).toBeLessThanOrEqual(2);
+      held.shift()!.respond({ ':status': 200 }, { endStream: true });
+      answered++;
+    }
+    expect(await Promise.all(answers)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(most).toBe(2);
+  });
 });
+

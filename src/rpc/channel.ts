@@ -1,16 +1,47 @@
 /**
- * One HTTP/2 connection to a runner, for gRPC calls made on it directly
- * (runner/wire.ts says why not through grpc-js): connected when first
- * needed, kept alive with pings, and, after a failure, redialed in the
- * background with a growing pause (100 ms to 1 s) until the runner answers
- * again. Meanwhile `reachable` is false: the LB places nothing here, and a
- * call that asks anyway fails at once, as never sent.
+ * One HTTP/2 connection to a gRPC server (a runner, the pool manager), for
+ * gRPC calls made on it directly (wire.ts says why not through grpc-js):
+ * connected when first needed, kept alive with pings, and, after a failure,
+ * redialed in the background with a growing pause (100 ms to 1 s) until the
+ * server answers again. Meanwhile `reachable` is false: the LB places nothing
+ * here, and a call that asks anyway fails at once, as never sent.
+ *
+ * Streams beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS wait in
+ * nghttp2's queue (under node:http2) until one ends, then go out: a call is
+ * never failed for that limit, only delayed (channel.test.ts shows it).
  */
 import * as http2 from 'node:http2';
-import type { SecureClientSessionOptions } from 'node:http2';
+import type { IncomingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
 import { isIP } from 'node:net';
 import * as tls from 'node:tls';
-import { FNTS_CLIENT_SETTING } from './wire.js';
+import { FNTS_CLIENT_SETTING, GrpcError, GrpcStatus, grpcMessage, grpcTimeout, MAX_MESSAGE_BYTES, MessageReader, statusOfHttp } from './wire.js';
+
+/** A gRPC call's status from its trailers (or a trailers-only answer's headers). */
+export interface GrpcEnd {
+  readonly code: number;
+  readonly details: string;
+  readonly headers: IncomingHttpHeaders;
+}
+
+/** The status in `headers`; undefined when they carry none (response headers that are not trailers-only). */
+export function grpcEnd(headers: IncomingHttpHeaders): GrpcEnd | undefined {
+  const status = headers['grpc-status'];
+  if (status === undefined) return undefined;
+  return { code: Number(status), details: grpcMessage(headers['grpc-message']), headers };
+}
+
+/** Request headers of a gRPC call on `path`, with `metadata`, due within `timeoutMs`. */
+export function grpcHeaders(path: string, metadata: Record<string, string>, timeoutMs: number): Record<string, string> {
+  return {
+    ...metadata,
+    [http2.constants.HTTP2_HEADER_METHOD]: 'POST',
+    [http2.constants.HTTP2_HEADER_PATH]: path,
+    [http2.constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
+    te: 'trailers',
+    'grpc-timeout': grpcTimeout(timeoutMs),
+    'user-agent': 'fnts-lb',
+  };
+}
 
 export interface ChannelTls {
   readonly ca: Buffer;
@@ -37,6 +68,8 @@ const CONNECT_TIMEOUT_MS = 5_000;
 
 export class H2Channel {
   private session: http2.ClientHttp2Session | undefined;
+  /** Whether each connection's SETTINGS from the server have arrived (`arrived` rejects if it closes first). */
+  private readonly settings = new WeakMap<http2.ClientHttp2Session, { known: boolean; readonly arrived: Promise<void> }>();
   private drainingSession: http2.Http2Session | undefined;
   private failing = false;
   private redialMs = FIRST_REDIAL_MS;
@@ -82,13 +115,82 @@ export class H2Channel {
   }
 
   /**
-   * Opens a stream with `headers` on the connection (dialing it if need be).
-   * Throws when the channel is closed; a connection that fails makes the
-   * stream fail with an error (and 'close'), as on any HTTP/2 stream.
+   * Opens a stream with `headers` on the connection (dialing it if need be),
+   * once the server's SETTINGS have arrived on it: a stream sent before
+   * them could exceed the server's concurrent-stream limit, which it would
+   * refuse (REFUSED_STREAM); after them nghttp2 holds such a stream until
+   * one ends. Rejects when the channel is closed, or the connection closes
+   * before its SETTINGS came (it failed); a connection that fails later
+   * makes the stream fail with an error (and 'close'), as on any HTTP/2
+   * stream.
    */
-  request(headers: http2.OutgoingHttpHeaders): http2.ClientHttp2Stream {
-    if (this.closed) throw new Error('the channel is closed');
-    return this.connect().request(headers, { endStream: false });
+  async request(headers: http2.OutgoingHttpHeaders): Promise<http2.ClientHttp2Stream> {
+    for (;;) {
+      if (this.closed) throw new Error('the channel is closed');
+      const session = this.connect();
+      const settings = this.settings.get(session);
+      if (!settings || settings.known) return session.request(headers, { endStream: false });
+      await settings.arrived;
+      // The connection may have been replaced meanwhile (a GOAWAY): the loop takes the current one.
+    }
+  }
+
+  /**
+   * One unary gRPC call: `request` (one framed message) to `path`, answered
+   * with the server's one message (unframed). Rejects with a GrpcError: the
+   * server's status; DEADLINE_EXCEEDED when no answer came within
+   * `timeoutMs` (the server is told, the stream is cancelled); UNAVAILABLE
+   * when the connection failed or the channel is closed.
+   */
+  async unary(path: string, request: Buffer, timeoutMs: number, metadata: Record<string, string> = {}): Promise<Buffer> {
+    const due = Date.now() + timeoutMs;
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = await this.request(grpcHeaders(path, metadata, timeoutMs));
+    } catch (err) {
+      throw new GrpcError(GrpcStatus.UNAVAILABLE, err instanceof Error ? err.message : String(err), { cause: err });
+    }
+    return this.unaryOn(stream, request, timeoutMs, Math.max(1, due - Date.now()));
+  }
+
+  /** The rest of unary(), on its stream: `leftMs` of its `timeoutMs` remain. */
+  private unaryOn(stream: http2.ClientHttp2Stream, request: Buffer, timeoutMs: number, leftMs: number): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      let failure: GrpcError | undefined;
+      const cancel = (err: GrpcError): void => {
+        failure ??= err;
+        if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      };
+      const timer = setTimeout(() => cancel(new GrpcError(GrpcStatus.DEADLINE_EXCEEDED, `no answer from ${this.address} within ${timeoutMs} ms`)), leftMs);
+      timer.unref();
+      const reader = new MessageReader(MAX_MESSAGE_BYTES);
+      let answer: Buffer | undefined;
+      let end: GrpcEnd | undefined;
+      stream.on('response', (headers) => {
+        end = grpcEnd(headers);
+        const status = Number(headers[http2.constants.HTTP2_HEADER_STATUS]);
+        if (status !== 200) cancel(new GrpcError(statusOfHttp(status), `${this.address} answered HTTP ${status}`));
+      });
+      stream.on('data', (chunk: Buffer) => {
+        try {
+          for (const message of reader.push(chunk)) answer ??= message;
+        } catch (err) {
+          cancel(new GrpcError(GrpcStatus.RESOURCE_EXHAUSTED, err instanceof Error ? err.message : String(err)));
+        }
+      });
+      stream.on('trailers', (headers) => (end = grpcEnd(headers) ?? { code: GrpcStatus.UNKNOWN, details: 'trailers without a grpc-status', headers }));
+      // A connection that failed or went away: nothing reached the server, or its answer did not reach us.
+      stream.on('error', (err: Error) => (failure ??= new GrpcError(GrpcStatus.UNAVAILABLE, err.message, { cause: err })));
+      stream.on('close', () => {
+        clearTimeout(timer);
+        if (failure) reject(failure);
+        else if (!end) reject(new GrpcError(GrpcStatus.UNAVAILABLE, `stream reset by ${this.address} (code ${stream.rstCode})`));
+        else if (end.code !== GrpcStatus.OK) reject(new GrpcError(end.code, end.details));
+        else if (answer === undefined) reject(new GrpcError(GrpcStatus.INTERNAL, `${this.address} answered OK without a message`));
+        else resolve(answer);
+      });
+      stream.end(request);
+    });
   }
 
   /**
@@ -114,12 +216,26 @@ export class H2Channel {
     };
     const session = http2.connect(this.authority, options);
     this.session = session;
+    let failure: Error | undefined;
+    const settings = {
+      known: false,
+      arrived: new Promise<void>((resolve, reject) => {
+        session.once('remoteSettings', () => {
+          settings.known = true;
+          resolve();
+        });
+        session.once('close', () => reject(failure ?? new Error(`the connection to ${this.address} closed before it was set up`)));
+      }),
+    };
+    settings.arrived.catch(() => undefined);
+    this.settings.set(session, settings);
     const dialTimer = setTimeout(() => session.destroy(new Error(`no connection to ${this.address} within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
     dialTimer.unref();
     let connected = false;
     let keepalive: NodeJS.Timeout | undefined;
+    // A server that accepts the connection and never speaks HTTP/2 counts as unreachable too.
+    session.once('remoteSettings', () => clearTimeout(dialTimer));
     session.once('connect', () => {
-      clearTimeout(dialTimer);
       connected = true;
       this.failing = false;
       this.redialMs = FIRST_REDIAL_MS;
@@ -132,7 +248,7 @@ export class H2Channel {
       keepalive = this.keepalive(session);
     });
     // Errors end in 'close' (handled there); the streams on the session get their own.
-    session.on('error', () => undefined);
+    session.on('error', (err: Error) => (failure ??= err));
     session.once('close', () => {
       clearTimeout(dialTimer);
       if (this.session === session) this.session = undefined;

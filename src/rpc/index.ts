@@ -1,25 +1,23 @@
 /**
  * rpc/ — the fleet's wire: gRPC's framing on node:http2 (server, channel,
  * codec), Fn's runner protocol (messages, translations, the LB's client of
- * it) and the 2018 pool manager protocol. lb/, runner/ and poolmanager/
+ * it) and the 2018 pool manager protocol, their messages generated from
+ * proto/ (gen/, by scripts/proto-gen.mjs). lb/, runner/ and poolmanager/
  * speak to each other only through here.
  */
-export { H2Channel } from './channel.js';
-export type { ChannelOptions, ChannelTls } from './channel.js';
-export { bindServer, shutdownServer } from './grpc-js.js';
-export { poolManagerClient, poolManagerProtocol } from './poolmanager-protocol.js';
+export { grpcEnd, grpcHeaders, H2Channel } from './channel.js';
+export type { ChannelOptions, ChannelTls, GrpcEnd } from './channel.js';
+export { ADVERTISE_CAPACITY_PATH, GET_LB_GROUP_PATH, MAX_POOL_MESSAGE_BYTES, poolManagerClient, poolManagerMethods } from './poolmanager-protocol.js';
 export type {
   CapacityNeeds,
   CapacitySnapshotListMsg,
   CapacitySnapshotMsg,
   LBGroupIdMsg,
   LBGroupMembershipMsg,
-  NodePoolScalerClient,
   PoolManagerClient,
   PoolManagerClientOptions,
-  PoolManagerProtocol,
+  PoolManagerService,
   PoolRunnerMsg,
-  RunnerManagerClient,
   TimestampMsg,
 } from './poolmanager-protocol.js';
 export { engageRequest, RunnerClient } from './runner-client.js';
@@ -34,7 +32,6 @@ export {
   nsToMs,
   refusalMessage,
   roomFromRefusal,
-  RUNNER_PROTO_PATH,
   runnerStatusMessage,
   wireCallJson,
 } from './runner-protocol.js';
@@ -42,6 +39,7 @@ export type { CallFinishedMsg, CallResultStartMsg, ClientMsg, DataFrameMsg, Http
 export { GrpcH2Server, GrpcServerCall, unary } from './server.js';
 export type { GrpcHandler, GrpcServerOptions, ServerTls } from './server.js';
 export {
+  asBuffer,
   CONFIGURE_PATH,
   decodeClientMsg,
   decodeRunnerMsg,
@@ -49,17 +47,20 @@ export {
   encodeClientMsg,
   encodeEmpty,
   encodeGrpcMessage,
+  encodeMessage,
   encodeRunnerMsg,
   encodeRunnerStatus,
   ENGAGE_PATH,
   FNTS_CLIENT_SETTING,
+  GrpcError,
   GrpcStatus,
   grpcMessage,
   grpcTimeout,
-  loadWire,
   MAX_MESSAGE_BYTES,
   MessageReader,
   parseGrpcTimeout,
   STATUS2_PATH,
   STATUS_PATH,
+  statusOfHttp,
 } from './wire.js';
+export type { MessageCodec } from './wire.js';

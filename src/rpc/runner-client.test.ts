@@ -2,10 +2,12 @@
  * The LB's runner client against a runner's gRPC server on loopback: what
  * it makes of a runner's answers.
  */
+import { constants as h2 } from 'node:http2';
+import type { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Call } from '../models/index.js';
 import { GrpcH2Server, type GrpcServerCall } from './server.js';
-import { DRAINING_HEADER, refusalMessage } from './runner-protocol.js';
+import { DRAINING_HEADER, refusalMessage, type CallFinishedMsg, type RunnerMsg } from './runner-protocol.js';
 import { encodeClientMsg, encodeRunnerMsg, ENGAGE_PATH } from './wire.js';
 import { RunnerClient, type EngageRequest } from './runner-client.js';
 import { Runner } from '../lb/pool.js';
@@ -61,4 +63,73 @@ describe('RunnerClient', () => {
     expect(client.draining).toBe(false);
     expect(runner.up).toBe(true);
   });
+
+  /** A runner whose Engage runs `serve` once the request's last frame came. */
+  async function runner(serve: (call: GrpcServerCall) => void): Promise<string> {
+    server = new GrpcH2Server({ maxMessageBytes: 1 << 20, methods: new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => undefined, () => serve(call))]]) });
+    return `127.0.0.1:${await server.listen('127.0.0.1', 0)}`;
+  }
+  const done: CallFinishedMsg = { ...refusalMessage('id', 0, ''), success: true, startedAt: 's', completedAt: 'c' };
+  const frames = (...msgs: RunnerMsg[]): Buffer => Buffer.concat(msgs.map((m) => encodeRunnerMsg(m)));
+  const text = async (body: Buffer | Readable): Promise<string> => {
+    if (Buffer.isBuffer(body)) return body.toString();
+    let out = '';
+    for await (const chunk of body) out += String(chunk);
+    return out;
+  };
+
+  it('commits to a call the runner answers, handing on a whole answer as a Buffer and a longer one as a stream', async () => {
+    client = new RunnerClient(
+      await runner((call) => {
+        call.write(frames({ result_start: { http: { status_code: 201, headers: [{ key: 'X-A', value: 'b' }] } } }, { data: { data: Buffer.from('he'), eof: false } }));
+        setTimeout(() => call.end(frames({ data: { data: Buffer.from('llo'), eof: false } }, { finished: done })), 30);
+      }),
+    );
+    const attempt = await client.engage(request);
+    expect(attempt.kind).toBe('committed');
+    if (attempt.kind !== 'committed') return;
+    const answer = await attempt.response;
+    expect([answer.status, answer.headers, Buffer.isBuffer(answer.body)]).toEqual([201, ['X-A', 'b'], false]);
+    expect(await text(answer.body)).toBe('hello');
+    expect(await attempt.finished).toMatchObject({ success: true, startedAt: 's' });
+    client.close();
+
+    // Fn's runner: data with no result start is a 200; the whole answer in one read is a Buffer.
+    await server!.close(200);
+    client = new RunnerClient(await runner((call) => call.end(frames({ data: { data: Buffer.from('hi'), eof: false } }, { finished: done }))));
+    const whole = await client.engage(request);
+    if (whole.kind !== 'committed') throw new Error(`not committed: ${whole.kind}`);
+    const body = (await whole.response).body;
+    expect(Buffer.isBuffer(body) && body.toString()).toBe('hi');
+    expect((await whole.response).status).toBe(200);
+  });
+
+  it("fails (nothing ran) where no runner listens, and fails the caller's answer (502) when a runner that accepted the call breaks off", async () => {
+    const address = await runner(() => undefined);
+    await server!.close(200);
+    client = new RunnerClient(address);
+    expect(await client.engage(request)).toMatchObject({ kind: 'failed' });
+    client.close();
+
+    client = new RunnerClient(
+      await runner((call) => {
+        call.respond();
+        setTimeout(() => call.stream.close(h2.NGHTTP2_INTERNAL_ERROR), 20);
+      }),
+    );
+    const attempt = await client.engage(request);
+    expect(attempt.kind).toBe('committed');
+    if (attempt.kind !== 'committed') return;
+    await expect(attempt.response).rejects.toMatchObject({ status: 502, message: expect.stringMatching(/failed during the call/) });
+    expect(await attempt.finished).toBeUndefined();
+  });
+
+  it("commits to a runner's error that is not a refusal, and fails the answer with it", async () => {
+    client = new RunnerClient(await runner((call) => call.end(frames({ finished: { ...refusalMessage('id', 502, 'the function crashed'), startedAt: 's' } }))));
+    const attempt = await client.engage(request);
+    expect(attempt.kind).toBe('committed');
+    if (attempt.kind !== 'committed') return;
+    await expect(attempt.response).rejects.toMatchObject({ status: 502, message: 'the function crashed' });
+  });
 });
+

@@ -1,7 +1,8 @@
 /**
  * Fn's runner protocol (proto/fn-runner.proto, service `RunnerProtocol`), as
- * both sides speak it: the messages as TypeScript types, the service loaded
- * once, and the translations between fnts's Call/CallOutcome and the wire.
+ * both sides speak it: the messages (the classes protobufjs generates from
+ * the proto: src/rpc/gen/fn-runner.js) and the translations between fnts's
+ * Call/CallOutcome and the wire.
  *
  * The wire form of a call is Fn's: TryCall.models_call_json is Fn's
  * models.Call JSON; for a call made through an HTTP trigger the headers are
@@ -10,91 +11,26 @@
  * for the LB to map. So an fnts LB drives Fn's runners and Fn's LB drives
  * fnts's runners.
  */
-import { fileURLToPath } from 'node:url';
 import { triggerRequestHeaders } from '../call/index.js';
 import { callToJson, type Call, type CallOutcome, type FnCallJson } from '../models/index.js';
+import type { CallFinished, CallResultStart, ClientMsg, DataFrame, HttpHeader, RunnerMsg, RunnerStatus, TryCall } from './gen/fn-runner.js';
 
-export interface TryCallMsg {
-  models_call_json: string;
-  /** Hex of the LB's slot hash (Fn: which hot containers may serve the call); fnts runners compute their own. */
-  slot_hash_id: string;
-  extensions: Record<string, string>;
-}
-
-export interface DataFrameMsg {
-  data: Buffer;
-  eof: boolean;
-}
-
-export interface HttpHeaderMsg {
-  key: string;
-  value: string;
-}
-
-export interface CallResultStartMsg {
-  http?: { status_code: number; headers: HttpHeaderMsg[] };
-  meta?: 'http';
-}
-
-/** Durations are nanoseconds (Go's time.Duration); times are Fn's date-time strings. */
-export interface CallFinishedMsg {
-  success: boolean;
-  /** The call's id. */
-  details: string;
-  errorCode: number;
-  errorStr: string;
-  createdAt: string;
-  startedAt: string;
-  completedAt: string;
-  schedulerDuration: number;
-  executionDuration: number;
-  errorUser: boolean;
-  image: string;
-  imagePullWaitDuration: number;
-  ctrPrepDuration: number;
-  ctrCreateDuration: number;
-  initStartTime: number;
-}
-
-export interface ClientMsg {
-  try?: TryCallMsg;
-  data?: DataFrameMsg;
-  body?: 'try' | 'data';
-}
-
-export interface RunnerMsg {
-  result_start?: CallResultStartMsg;
-  data?: DataFrameMsg;
-  finished?: CallFinishedMsg;
-  body?: 'result_start' | 'data' | 'finished';
-}
-
-export interface RunnerStatusMsg {
-  active: number;
-  failed: boolean;
-  id: string;
-  details: string;
-  errorCode: number;
-  errorStr: string;
-  createdAt: string;
-  startedAt: string;
-  completedAt: string;
-  cached: boolean;
-  requestsReceived: number;
-  requestsHandled: number;
-  kdumpsOnDisk: number;
-  schedulerDuration: number;
-  executionDuration: number;
-  isNetworkDisabled: boolean;
-  customStatus: Record<string, string>;
-  imagePullWaitDuration: number;
-  ctrPrepDuration: number;
-  ctrCreateDuration: number;
-  initStartTime: number;
-}
-
-/** The proto ships with fnts (proto/ beside src/ and dist/); runner/wire.ts reads it. */
-export const RUNNER_PROTO_PATH = fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url));
+/*
+ * The messages by the names the rest of fnts knows them. A message written
+ * with these types has every field (a decoded one reads absent fields as
+ * their zero values); `TryCallMsg.slot_hash_id` is the hex of the LB's slot
+ * hash (Fn: which hot containers may serve the call; fnts runners compute
+ * their own); CallFinished's durations are nanoseconds (Go's
+ * time.Duration), its times Fn's date-time strings, its `details` the
+ * call's id.
+ */
+export type TryCallMsg = TryCall;
+export type DataFrameMsg = DataFrame;
+export type HttpHeaderMsg = HttpHeader;
+export type CallResultStartMsg = CallResultStart;
+export type CallFinishedMsg = CallFinished;
+export type { ClientMsg, RunnerMsg };
+export type RunnerStatusMsg = RunnerStatus;
 
 /**
  * fnts's extension of the protocol: an LB that keeps call records asks for

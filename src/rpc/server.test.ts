@@ -1,17 +1,13 @@
-import { loadSync } from '@grpc/proto-loader';
 import * as grpc from '@grpc/grpc-js';
 import { connect, constants as h2, type ClientHttp2Session } from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
+import { grpcJsClient as grpcJs } from '../../test/support/grpc-js.js';
 import { GrpcH2Server, unary, type GrpcHandler, type GrpcServerCall } from './server.js';
-import { RUNNER_PROTO_PATH, runnerStatusMessage, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './runner-protocol.js';
+import { runnerStatusMessage, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './runner-protocol.js';
 import { decodeClientMsg, encodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, FNTS_CLIENT_SETTING, GrpcStatus, STATUS_PATH } from './wire.js';
 
 /** A grpc-js client of the runner protocol: what Fn's LB is to a runner (another gRPC implementation). */
-function grpcJsClient(port: number): grpc.Client & Record<string, (...args: unknown[]) => unknown> {
-  const def = loadSync(RUNNER_PROTO_PATH, { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
-  const Ctor = (grpc.loadPackageDefinition(def) as unknown as { RunnerProtocol: grpc.ServiceClientConstructor }).RunnerProtocol;
-  return new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as never;
-}
+const grpcJsClient = (port: number): ReturnType<typeof grpcJs> => grpcJs('fn-runner', 'RunnerProtocol', port);
 
 const status = (active: number): RunnerStatusMsg => runnerStatusMessage({ active, received: 7, handled: 6, draining: true });
 

@@ -1,8 +1,9 @@
 /**
- * The runner's side of gRPC, on node:http2 directly: a server of unary and
+ * The server side of the fleet's gRPC, on node:http2 directly: a server of unary and
  * bidi-streaming methods with gRPC's framing, status and trailers (as
  * https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md specifies
- * them), for the runner protocol's few methods.
+ * them), for the fleet's methods: the runner protocol's and the pool
+ * manager's.
  *
  * Why not grpc-js's server: it writes each message of a stream in its own
  * syscall, waiting for the previous write to complete, so a call's answer
@@ -20,7 +21,7 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { ResetFilter, sniffClient } from './reset-filter.js';
 import { SessionRecycler, type RecycleOptions } from './recycle.js';
-import { encodeGrpcMessage, GrpcStatus, MessageReader, parseGrpcTimeout } from './wire.js';
+import { encodeGrpcMessage, GrpcError, GrpcStatus, MessageReader, parseGrpcTimeout } from './wire.js';
 
 export interface ServerTls {
   readonly ca: Buffer;
@@ -176,12 +177,13 @@ export class GrpcServerCall {
     }
   }
 
-  /** Runs a handler's listener: one that throws fails its call (INTERNAL) rather than the server. */
+  /** Runs a handler's listener: one that throws fails its call (a GrpcError's status, else INTERNAL) rather than the server. */
   private guarded(fn: () => void): void {
     try {
       fn();
     } catch (err) {
-      this.fail(GrpcStatus.INTERNAL, err instanceof Error ? err.message : String(err));
+      if (err instanceof GrpcError) this.fail(err.code, err.details);
+      else this.fail(GrpcStatus.INTERNAL, err instanceof Error ? err.message : String(err));
     }
   }
 
@@ -197,7 +199,7 @@ export class GrpcServerCall {
 /** A method: called once per call, with the call to read from (`receive`, at once) and answer on. */
 export type GrpcHandler = (call: GrpcServerCall) => void;
 
-/** A unary method: the answer (framed) made from the request's one message, or a failure. */
+/** A unary method: the answer (framed) made from the request's one message; `answer` throws a GrpcError to fail the call with its status. */
 export function unary(answer: (request: Buffer | undefined) => Buffer): GrpcHandler {
   return (call) => {
     let request: Buffer | undefined;
@@ -359,7 +361,8 @@ export class GrpcH2Server {
     try {
       method(call);
     } catch (err) {
-      call.fail(GrpcStatus.INTERNAL, err instanceof Error ? err.message : String(err));
+      if (err instanceof GrpcError) call.fail(err.code, err.details);
+      else call.fail(GrpcStatus.INTERNAL, err instanceof Error ? err.message : String(err));
     }
   }
 }

@@ -1,15 +1,13 @@
-import { loadSync } from '@grpc/proto-loader';
-import * as grpc from '@grpc/grpc-js';
-import { fileURLToPath } from 'node:url';
+import type * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { refusalMessage, roomFromRefusal, type RunnerMsg } from './runner-protocol.js';
-import { decodeRunnerMsg, encodeClientMsg, encodeRunnerMsg, grpcMessage, grpcTimeout, MessageReader } from './wire.js';
+import { grpcJsService } from '../../test/support/grpc-js.js';
+import { refusalMessage, roomFromRefusal, runnerStatusMessage, type RunnerMsg } from './runner-protocol.js';
+import { decodeClientMsg, decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeRunnerMsg, encodeRunnerStatus, grpcMessage, grpcTimeout, MessageReader } from './wire.js';
 
-/** grpc-js's own serializers for the same proto, with the options the runner's server uses. */
-function grpcJsMethods(): { engage: grpc.MethodDefinition<object, object> } {
-  const def = loadSync(fileURLToPath(new URL('../../proto/fn-runner.proto', import.meta.url)), { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
-  const service = (grpc.loadPackageDefinition(def) as unknown as { RunnerProtocol: { service: grpc.ServiceDefinition } }).RunnerProtocol.service;
-  return { engage: service['Engage'] as grpc.MethodDefinition<object, object> };
+/** grpc-js's serializers for the same proto, from protobufjs's reflection of it (not the generated code). */
+function grpcJsMethods(): { engage: grpc.MethodDefinition<object, object>; status: grpc.MethodDefinition<object, object> } {
+  const service = grpcJsService('fn-runner', 'RunnerProtocol');
+  return { engage: service['Engage'] as grpc.MethodDefinition<object, object>, status: service['Status'] as grpc.MethodDefinition<object, object> };
 }
 
 /** A RunnerMsg as a runner sends it (unframed bytes, as decodeRunnerMsg takes them). */
@@ -35,9 +33,31 @@ describe('the runner protocol on the wire', () => {
 
     const sent: RunnerMsg = { finished: { success: true, details: 'id', errorCode: 0, errorStr: '', createdAt: 'c', startedAt: 's', completedAt: 'e', schedulerDuration: 12_000_000_000, executionDuration: 5, errorUser: false, image: 'img', imagePullWaitDuration: 0, ctrPrepDuration: 0, ctrCreateDuration: 0, initStartTime: 0 } };
     const back = decodeRunnerMsg(engage.responseSerialize(sent));
-    expect(back).toEqual(engage.responseDeserialize(engage.responseSerialize(sent)));
+    // `body` (which oneof field is set) is a getter of the generated class.
+    expect({ ...back, body: back.body }).toEqual(engage.responseDeserialize(engage.responseSerialize(sent)));
     expect(back.finished?.schedulerDuration).toBe(12_000_000_000);
     expect(back.body).toBe('finished');
+  });
+
+  it('decodes into the generated types: 64-bit integers as numbers, absent fields as their zero values, bytes as Buffers', () => {
+    const { engage, status } = grpcJsMethods();
+    // proto3 sends no zero values: a CallFinished with only a few fields set, as Fn's runner sends a refusal.
+    const sparse = decodeRunnerMsg(engage.responseSerialize({ finished: { errorCode: 503, executionDuration: 2 ** 40 } }));
+    expect(sparse.finished).toMatchObject({ success: false, errorStr: '', startedAt: '', errorCode: 503 });
+    expect(sparse.finished!.executionDuration).toBe(2 ** 40);
+    expect(sparse.finished!.schedulerDuration).toBe(0);
+    for (const field of ['schedulerDuration', 'executionDuration', 'imagePullWaitDuration', 'ctrPrepDuration', 'ctrCreateDuration', 'initStartTime'] as const) {
+      expect(typeof sparse.finished![field]).toBe('number');
+    }
+    const frame = decodeClientMsg(engage.requestSerialize({ data: { data: Buffer.from('body'), eof: true } }));
+    expect(Buffer.isBuffer(frame.data!.data)).toBe(true);
+    expect(decodeClientMsg(engage.requestSerialize({ data: { eof: true } })).data!.data).toHaveLength(0);
+
+    const counts = runnerStatusMessage({ active: 2, received: 2 ** 33, handled: 5, draining: false });
+    const statusBytes = encodeRunnerStatus(counts).subarray(5);
+    expect(status.responseDeserialize(statusBytes)).toMatchObject({ active: 2, requestsReceived: 2 ** 33, requestsHandled: 5 });
+    const read = decodeRunnerStatus(status.responseSerialize({ requestsReceived: 2 ** 33 }));
+    expect([read.requestsReceived, read.requestsHandled, read.kdumpsOnDisk, read.active]).toEqual([2 ** 33, 0, 0, 0]);
   });
 
   it("carries a refusal's room estimate in schedulerDuration, at least 1 ms, and reads Fn's 0 as unknown", () => {

@@ -1,11 +1,17 @@
 /**
  * gRPC's wire format for the runner protocol, as both ends of it speak it
- * over node:http2 directly (the LB: lb/client.ts, lb/channel.ts; the
- * runner: h2-server.ts): the messages encoded and decoded with protobufjs
- * from the same proto file, into the same shapes @grpc/proto-loader gives,
- * and gRPC's framing (a 5-byte prefix per message), status codes, timeout
- * and trailers, as https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
- * specifies them.
+ * over node:http2 directly (the LB: runner-client.ts, channel.ts; the
+ * runner: server.ts): the messages encoded and decoded by the code
+ * protobufjs generates from proto/ (src/rpc/gen/, made by
+ * scripts/proto-gen.mjs), and gRPC's framing (a 5-byte prefix per message),
+ * status codes, timeout and trailers, as
+ * https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md specifies
+ * them.
+ *
+ * A decoded message is the generated class's instance: a field the peer left
+ * out (proto3 sends no zero values) reads as its zero value from the
+ * prototype, 64-bit integers are numbers, bytes are Buffers typed as
+ * Uint8Array (asBuffer views them as Buffers without a copy).
  *
  * grpc-js costs about three times the CPU of plain HTTP/2 for one Engage
  * round trip on the LB (its channel, call and filter stacks per stream:
@@ -14,8 +20,7 @@
  * us once an answer went in one write). Fn's own LB and runners, which use
  * grpc-go, interoperate with both ends (test/fleet/interop.test.ts).
  */
-import protobuf from 'protobufjs';
-import { RUNNER_PROTO_PATH, type ClientMsg, type RunnerMsg, type RunnerStatusMsg } from './runner-protocol.js';
+import { ClientMsg, RunnerMsg, RunnerStatus } from './gen/fn-runner.js';
 
 /** Paths of the service's methods (the proto has no package). */
 export const ENGAGE_PATH = '/RunnerProtocol/Engage';
@@ -31,35 +36,79 @@ export const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
  * 6.5.2) that fnts's LB sends as 1 in its first SETTINGS frame, saying "I
  * half-close every stream with its request, so I reset none of the streams
  * you end": a runner lets its connections skip the reset filter
- * (runner/reset-filter.ts).
+ * (reset-filter.ts).
  */
 export const FNTS_CLIENT_SETTING = 0xf7a5;
 
-/** gRPC status codes used by the LB and the runner. */
-export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+/** gRPC's status codes. */
+export const GrpcStatus = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
 
-/** The shapes proto-loader gives (keepCase, longs as numbers, enums as strings, defaults, oneof names). */
-const TO_OBJECT: protobuf.IConversionOptions = { longs: Number, enums: String, defaults: true, oneofs: true };
+const STATUS_NAMES = new Map<number, string>(Object.entries(GrpcStatus).map(([name, code]) => [code, name]));
 
-interface Codec {
-  clientMsg: protobuf.Type;
-  runnerMsg: protobuf.Type;
-  runnerStatus: protobuf.Type;
+/**
+ * A gRPC call that ended with a status other than OK: the server's, or the
+ * client's own (DEADLINE_EXCEEDED when no answer came in time, UNAVAILABLE
+ * when the connection failed). The message reads as grpc-js's does
+ * ("3 INVALID_ARGUMENT: details"); decisions read `code`.
+ */
+export class GrpcError extends Error {
+  constructor(
+    readonly code: number,
+    readonly details: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${code} ${STATUS_NAMES.get(code) ?? 'UNKNOWN'}: ${details}`, options);
+    this.name = 'GrpcError';
+  }
 }
 
-let codec: Codec | undefined;
-
-function types(): Codec {
-  if (!codec) {
-    const root = new protobuf.Root();
-    root.loadSync(RUNNER_PROTO_PATH, { keepCase: true });
-    codec = {
-      clientMsg: root.lookupType('ClientMsg'),
-      runnerMsg: root.lookupType('RunnerMsg'),
-      runnerStatus: root.lookupType('RunnerStatus'),
-    };
+/**
+ * The gRPC status of an answer whose HTTP status is not 200 (a proxy's, or
+ * a server that is not gRPC), as gRPC's spec maps them
+ * (doc/http-grpc-status-mapping.md).
+ */
+export function statusOfHttp(status: number): number {
+  switch (status) {
+    case 400:
+      return GrpcStatus.INTERNAL;
+    case 401:
+      return GrpcStatus.UNAUTHENTICATED;
+    case 403:
+      return GrpcStatus.PERMISSION_DENIED;
+    case 404:
+      return GrpcStatus.UNIMPLEMENTED;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return GrpcStatus.UNAVAILABLE;
+    default:
+      return GrpcStatus.UNKNOWN;
   }
-  return codec;
+}
+
+/** The generated code's encode and decode of one message type. */
+export interface MessageCodec<T> {
+  encode(message: T): { finish(): Uint8Array };
+  decode(bytes: Uint8Array): T;
 }
 
 /** One message in gRPC's framing: uncompressed flag, 4-byte big-endian length, the bytes. */
@@ -71,42 +120,46 @@ function framed(bytes: Uint8Array): Buffer {
   return out;
 }
 
-export function encodeClientMsg(msg: ClientMsg): Buffer {
-  const { body: _oneof, ...fields } = msg;
-  return framed(types().clientMsg.encode(fields).finish());
+/** `message` as one framed gRPC message. */
+export function encodeMessage<T>(codec: MessageCodec<T>, message: T): Buffer {
+  return framed(codec.encode(message).finish());
 }
 
+export function encodeClientMsg(msg: ClientMsg): Buffer {
+  return encodeMessage(ClientMsg, msg);
+}
+
+/** google.protobuf.Empty, framed (its encoding is no bytes). */
 export function encodeEmpty(): Buffer {
   return framed(new Uint8Array(0));
 }
 
+/** Throws on bytes that are not a ClientMsg. */
 export function decodeClientMsg(bytes: Buffer): ClientMsg {
-  const t = types().clientMsg;
-  return t.toObject(t.decode(bytes), TO_OBJECT) as ClientMsg;
+  return ClientMsg.decode(bytes);
 }
 
 export function encodeRunnerMsg(msg: RunnerMsg): Buffer {
-  const { body: _oneof, ...fields } = msg;
-  return framed(types().runnerMsg.encode(fields).finish());
+  return encodeMessage(RunnerMsg, msg);
 }
 
-export function encodeRunnerStatus(status: RunnerStatusMsg): Buffer {
-  return framed(types().runnerStatus.encode(status).finish());
+export function encodeRunnerStatus(status: RunnerStatus): Buffer {
+  return encodeMessage(RunnerStatus, status);
 }
 
+/** Throws on bytes that are not a RunnerMsg. */
 export function decodeRunnerMsg(bytes: Buffer): RunnerMsg {
-  const t = types().runnerMsg;
-  return t.toObject(t.decode(bytes), TO_OBJECT) as RunnerMsg;
+  return RunnerMsg.decode(bytes);
 }
 
-export function decodeRunnerStatus(bytes: Buffer): RunnerStatusMsg {
-  const t = types().runnerStatus;
-  return t.toObject(t.decode(bytes), TO_OBJECT) as RunnerStatusMsg;
+/** Throws on bytes that are not a RunnerStatus. */
+export function decodeRunnerStatus(bytes: Buffer): RunnerStatus {
+  return RunnerStatus.decode(bytes);
 }
 
-/** Loads the proto now (startup), so the first call does not pay for it. */
-export function loadWire(): void {
-  types();
+/** A decoded bytes field as a Buffer, without a copy (in Node protobufjs decodes bytes as Buffers already). */
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /**

@@ -24,7 +24,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, type CallResponse, type Invoker, encodeTriggerAnswer, undecorateTrigger } from '../call/index.js';
 import { ApiError, callFromJson, E, type Call, type CallFn } from '../models/index.js';
-import { GrpcH2Server, unary, type GrpcServerCall, type ServerTls, DRAINING_HEADER, finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, runnerStatusMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg, CONFIGURE_PATH, decodeClientMsg, encodeEmpty, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, MAX_MESSAGE_BYTES, STATUS2_PATH, STATUS_PATH } from '../rpc/index.js';
+import { asBuffer, GrpcH2Server, unary, type GrpcServerCall, type ServerTls, DRAINING_HEADER, finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, runnerStatusMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg, CONFIGURE_PATH, decodeClientMsg, encodeEmpty, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, MAX_MESSAGE_BYTES, STATUS2_PATH, STATUS_PATH } from '../rpc/index.js';
 
 export interface RunnerServerOptions {
   /** Runs the calls: the local agent (with non-blocking resources, so that a full runner refuses rather than queues). */
@@ -53,7 +53,7 @@ function inbound(call: GrpcServerCall, limit: number): { readonly json: Promise<
   const body = new Promise<Buffer>((resolve, reject) => ((gotBody = resolve), (noBody = reject)));
   json.catch(() => undefined);
   body.catch(() => undefined);
-  const chunks: Buffer[] = [];
+  const chunks: Uint8Array[] = [];
   let size = 0;
   let tried = false;
   let done = false;
@@ -92,7 +92,7 @@ function inbound(call: GrpcServerCall, limit: number): { readonly json: Promise<
       noBody(new ApiError(E.RequestContentTooBig));
     } else if (msg.data.eof) {
       done = true;
-      gotBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      gotBody(chunks.length === 1 ? asBuffer(chunks[0]!) : Buffer.concat(chunks, size));
     }
   }, gone);
   call.onCancel(gone);
