@@ -19,7 +19,7 @@ import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
-import { ApiError, E, FunctionError } from '../models/index.js';
+import { ApiError, E, FunctionError, tellEach } from '../models/index.js';
 import type { Clock, Timer } from './clock.js';
 import type { ContainerStates } from './events.js';
 import type { SocketDirs } from './iofs.js';
@@ -399,11 +399,7 @@ export class HotContainer {
       this.state = 'retired';
       this.timer?.clear();
       this.timer = undefined;
-      try {
-        this.o.onRetired(this, reason, detail);
-      } catch (err) {
-        this.o.log.error({ err, container: this.id }, 'retire listener failed');
-      }
+      tellEach([this.o.onRetired], (onRetired) => onRetired(this, reason, detail), this.o.log, 'a retire listener', { container: this.id });
       const client = this.client;
       this.client = undefined;
       client?.destroy();

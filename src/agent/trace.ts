@@ -8,22 +8,13 @@
  */
 import type { Logger } from 'pino';
 import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
-import { ApiError, callStatus, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
+import { ApiError, callStatus, FunctionError, isoTime, tellEach, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
 import type { CallListener } from '../call/index.js';
 import { CallLog } from './logs.js';
 import type { CallSpan } from './spans.js';
 import type { SpanContext } from '@opentelemetry/api';
 
 export type { CallListener } from '../call/index.js';
-
-/** Calls `fn`, logging rather than passing on what it throws (the listener rules above). */
-function guarded(log: Logger, what: string, fn: () => void): void {
-  try {
-    fn();
-  } catch (err) {
-    log.error({ err }, `a call listener's ${what} threw; it is skipped (listeners must not throw)`);
-  }
-}
 
 /** Starts watching a container's resource use; the returned function stops it. */
 export type StatsWatch = (onStat: (stat: Stat) => void, intervalMs: number) => () => void;
@@ -93,7 +84,7 @@ export class CallTrace {
     readonly call: Call,
     private readonly o: TraceOptions,
   ) {
-    for (const l of o.listeners) if (l.onCallStart) guarded(o.log, 'onCallStart', () => l.onCallStart!(call));
+    tellEach(o.listeners, (l) => l.onCallStart?.(call), o.log, "a call listener's onCallStart");
   }
 
   /** Someone reads this call's outcome: its output is kept and its container sampled. */
@@ -121,7 +112,7 @@ export class CallTrace {
       this.pendingLog = undefined;
       if (this.o.listeners.some((l) => l.onCallLog)) {
         void log.closed.then((text) => {
-          for (const l of this.o.listeners) if (l.onCallLog) guarded(this.o.log, 'onCallLog', () => l.onCallLog!(this.call, text));
+          tellEach(this.o.listeners, (l) => l.onCallLog?.(this.call, text), this.o.log, "a call listener's onCallLog");
         });
       }
     }
@@ -159,7 +150,7 @@ export class CallTrace {
     this.runStart = performance.now();
     if (this.waitMs === 0) this.waitMs = this.runStart - this.t0;
     this.startTimings = timings;
-    for (const l of this.o.listeners) if (l.onCallExec) guarded(this.o.log, 'onCallExec', () => l.onCallExec!(this.call));
+    tellEach(this.o.listeners, (l) => l.onCallExec?.(this.call), this.o.log, "a call listener's onCallExec");
     if (!this.reading || !Number.isFinite(intervalMs)) return;
     // Short calls never touch the engine: watching starts once the call has
     // run for an interval.
@@ -192,7 +183,7 @@ export class CallTrace {
       if (this.o.span) this.endSpan(status, error);
       if (this.reading) {
         const outcome = this.build();
-        for (const l of this.o.listeners) if (l.onCallEnd) guarded(this.o.log, 'onCallEnd', () => l.onCallEnd!(this.call, outcome));
+        tellEach(this.o.listeners, (l) => l.onCallEnd?.(this.call, outcome), this.o.log, "a call listener's onCallEnd");
         this.resolve?.(outcome);
       }
     } finally {

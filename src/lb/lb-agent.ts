@@ -23,7 +23,7 @@
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../call/index.js';
-import { ApiError, callStatus, E, type Call, type CallOutcome } from '../models/index.js';
+import { ApiError, callStatus, E, tellEach, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg, engageRequest, type Attempt } from '../rpc/index.js';
 import type { Placer, RunnerView } from './placer.js';
 import type { Runner, RunnerPool } from './pool.js';
@@ -279,23 +279,12 @@ export class LbAgent implements Invoker {
     this.waiting.get(fnId)?.[0]?.wake(freed);
   }
 
-  /** Tells each of `listeners`; one that throws is logged and skipped (the listener rules). */
-  private each<L>(listeners: readonly L[] | undefined, what: string, fn: (l: L) => void): void {
-    for (const l of listeners ?? []) {
-      try {
-        fn(l);
-      } catch (err) {
-        this.log.error({ err }, `a ${what} listener threw; it is skipped (listeners must not throw)`);
-      }
-    }
-  }
-
   private tellCalls(fn: (l: CallListener) => void): void {
-    this.each(this.o.callListeners, 'call', fn);
+    tellEach(this.o.callListeners, fn, this.log, 'a call listener');
   }
 
   private tell(fn: (l: PlacementListener) => void): void {
-    this.each(this.o.listeners, 'placement', fn);
+    tellEach(this.o.listeners, fn, this.log, 'a placement listener');
   }
 
   /** `runner` answered an attempt; if it was down, that is told once, with how many attempts failed meanwhile. */

@@ -38,4 +38,6 @@ export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';
 export { CALL_TYPES, callFn, RECORD_BATCH_BYTES, callFromJson, callRecord, callStatus, callToJson, queuedRecord } from './call.js';
 export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallTimings, CallType, FnCallJson, RawHeaders } from './call.js';
 export { Changes } from './changes.js';
+export { tellEach } from './listeners.js';
+export type { ListenerFaultLog } from './listeners.js';
 export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';
