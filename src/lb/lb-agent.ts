@@ -20,9 +20,8 @@
  * its calls in flight finish. The pool is told of each call, with its
  * memory, from its arrival until it is over (a managed pool advertises it).
  */
-import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { sameName, serverBusy, shuttingDown, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../call/index.js';
+import { sameName, serverBusy, shuttingDown, wholeBody, type CallBody, type CallListener, type CallResponse, type Invoker, type RunningCall } from '../call/index.js';
 import { ApiError, callStatus, E, tellEach, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg, engageRequest, type Attempt } from '../rpc/index.js';
 import type { Placer, RunnerView } from './placer.js';
@@ -59,15 +58,6 @@ export interface LbAgentOptions {
 }
 
 const MAX_ROUND_PAUSE_MS = 200;
-
-/** The whole request body: the LB keeps it until a runner has committed to the call. */
-async function wholeBody(body: CallBody): Promise<Buffer> {
-  if (body === null) return Buffer.alloc(0);
-  if (Buffer.isBuffer(body)) return body;
-  const chunks: Buffer[] = [];
-  for await (const chunk of body as Readable) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
 
 /** How a call placed on a runner ended, from the runner's CallFinished. */
 function outcomeOf(call: Call, status: number, finished: CallFinishedMsg | undefined, error: unknown): CallOutcome {
