@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError, tellEach } from '../models/index.js';
+import { Deadline, within } from '../time/index.js';
 import type { Clock, Timer } from './clock.js';
 import type { ContainerStates } from './events.js';
 import type { SocketDirs } from './iofs.js';
@@ -193,7 +194,7 @@ export class HotContainer {
       const finish = (err?: unknown): void => {
         if (done) return;
         done = true;
-        clearTimeout(timer);
+        timeout.clear();
         watcher?.close();
         signal.removeEventListener('abort', onAbort);
         this.exitedBeforeReady = undefined;
@@ -207,7 +208,7 @@ export class HotContainer {
           () => undefined,
         );
       };
-      const timer = setTimeout(() => finish(new FunctionError(E.ContainerInitTimeout)), this.o.startTimeoutMs);
+      const timeout = new Deadline(this.o.startTimeoutMs, () => finish(new FunctionError(E.ContainerInitTimeout)));
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
       const exited = this.exit;
@@ -376,10 +377,7 @@ export class HotContainer {
       // exchange, once its last output is delivered (the driver allows that
       // a second): an answer naming the cause is worth that wait on this
       // failure path.
-      let timer: NodeJS.Timeout | undefined;
-      const result =
-        this.exit ??
-        (await Promise.race([this.cookie.wait(), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), EXIT_REPORT_MS)))]).finally(() => clearTimeout(timer)));
+      const result = this.exit ?? (await within(this.cookie.wait(), EXIT_REPORT_MS, () => undefined));
       if (result && result.status !== 'success') {
         return new FunctionError(E.FunctionFailed, { message: `${E.FunctionFailed.message}: ${result.message ?? result.status}`, cause: err });
       }

@@ -22,6 +22,7 @@ import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base';
 import type { Logger } from 'pino';
 import type { SpanRecord } from '../agent/index.js';
 import type { OtlpProtocol } from '../config/index.js';
+import { Deadline } from '../time/index.js';
 
 const FLUSH_MS = 500;
 /** Records per message to the thread. */
@@ -211,9 +212,10 @@ export class SpanExport {
   shutdown(): Promise<void> {
     this.closing ??= new Promise<void>((resolve) => {
       this.flush();
-      const stop = setTimeout(() => void this.worker.terminate(), CLOSE_MS);
+      // Held: the process waits for the bound, whatever the receiver does.
+      const stop = new Deadline(CLOSE_MS, () => void this.worker.terminate());
       this.onClosed = () => {
-        clearTimeout(stop);
+        stop.clear();
         void this.worker.terminate().then(() => resolve(), () => resolve());
       };
       this.worker.postMessage({ kind: 'close' } satisfies ToExport);
