@@ -1,6 +1,8 @@
 /**
  * models/ — the records fnts manages (App, Fn, Trigger), the Call that runs
- * anywhere and its outcome, the change feed, their validation and update rules, and the error catalog with Fn's exact messages.
+ * anywhere and its outcome, the change feed and the rule every listener is
+ * told by (tellEach), their validation and update rules, and the error
+ * catalog with Fn's exact messages.
  */
 export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annotations.js';
 export type { Annotations } from './annotations.js';
