@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -12,6 +13,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     pool: 'forks',
+    // Worker threads started by src/ (SQLite writer, span export) load their .ts modules: see the file.
+    execArgv: ['--import', fileURLToPath(new URL('./test/setup/worker-threads.mjs', import.meta.url))],
     testTimeout: 30_000,
     hookTimeout: 180_000,
     // Any unhandled rejection or uncaught exception fails the run.

@@ -9,6 +9,7 @@
 import { Writable } from 'node:stream';
 import type { Cookie, RunResult } from '../drivers/index.js';
 import { E, FunctionError, newId } from '../models/index.js';
+import { Deadline } from '../time/index.js';
 import type { CallCancel } from './cancel.js';
 import { ContainerOutput } from './logs.js';
 import { launchError, serverBusy, untilSlotDeadline, type PoolHost } from './pool.js';
@@ -113,7 +114,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
   };
   const stdout = new Collector(responseLimit(host.config.maxResponseBytes), () => kill('too-big'));
   const onCancel = (): void => void cookie?.close();
-  let timer: NodeJS.Timeout | undefined;
+  let timeout: Deadline | undefined;
   host.adoptCold(id, () => cookie?.close());
   try {
     cookie = await host.driver.prepare(
@@ -131,7 +132,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     // The caller left (or the server began to stop) while the container was prepared.
     if (signal.aborted) throw signal.reason;
     signal.addEventListener('abort', onCancel, { once: true });
-    timer = setTimeout(() => kill('timeout'), Math.max(0, deadline.getTime() - Date.now()));
+    timeout = Deadline.at(deadline, () => kill('timeout'));
     const created = performance.now();
     await cookie.run();
     states.to('busy');
@@ -160,7 +161,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
   } finally {
     // A cold container serves one call and goes: not a retirement.
     states.end();
-    clearTimeout(timer);
+    timeout?.clear();
     signal.removeEventListener('abort', onCancel);
     await cookie?.close();
     // The container is gone: all its output has been delivered.

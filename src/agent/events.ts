@@ -6,6 +6,7 @@
  * never throwing; one that throws is logged and skipped.
  */
 import type { Logger } from 'pino';
+import { tellEach } from '../models/index.js';
 
 /**
  * Why a container left service: `idle` (its idle timeout passed),
@@ -64,14 +65,7 @@ export class ContainerStates {
     this.move(undefined);
     this.done = true;
     if (reason === undefined) return;
-    for (const l of this.listeners) {
-      if (!l.onContainerRetired) continue;
-      try {
-        l.onContainerRetired(this.ref, reason);
-      } catch (err) {
-        this.log.error({ err }, "a container listener's onContainerRetired threw; it is skipped (listeners must not throw)");
-      }
-    }
+    tellEach(this.listeners, (l) => l.onContainerRetired?.(this.ref, reason), this.log, "a container listener's onContainerRetired");
   }
 
   private move(next: ContainerState | undefined): void {
@@ -80,13 +74,6 @@ export class ContainerStates {
     const ms = now - this.since;
     this.state = next;
     this.since = now;
-    for (const l of this.listeners) {
-      if (!l.onContainerState) continue;
-      try {
-        l.onContainerState(this.ref, from, next, ms);
-      } catch (err) {
-        this.log.error({ err }, "a container listener's onContainerState threw; it is skipped (listeners must not throw)");
-      }
-    }
+    tellEach(this.listeners, (l) => l.onContainerState?.(this.ref, from, next, ms), this.log, "a container listener's onContainerState");
   }
 }

@@ -16,6 +16,7 @@
  */
 import type { Readable } from 'node:stream';
 import { ApiError, E, FunctionError } from '../models/index.js';
+import { Deadline } from '../time/index.js';
 import { FdkReportedError } from './protocol/http-stream.js';
 import type { CallCancel } from './cancel.js';
 import type { HotContainer } from './hot.js';
@@ -40,8 +41,8 @@ class HotCall {
   private phase: Phase = 'waiting';
   private container: HotContainer | undefined;
   private exchange: Exchange | undefined;
-  private timedOut = false;
-  private timer: NodeJS.Timeout | undefined;
+  /** The fn's timeout, once the call has its container. */
+  private timeout: Deadline | undefined;
   private runStart = 0;
   private finished = false;
   private abandoned = false;
@@ -55,6 +56,11 @@ class HotCall {
     private readonly trace: CallTrace,
   ) {
     this.spec = pool.spec;
+  }
+
+  /** The call ran past the fn's timeout. */
+  private get timedOut(): boolean {
+    return this.timeout?.expired ?? false;
   }
 
   async run(statsIntervalMs: number): Promise<CallResponse> {
@@ -89,10 +95,7 @@ class HotCall {
     pool.queue.enter('run');
     this.runStart = performance.now();
     signal.listen((reason) => this.onCancel(reason));
-    this.timer = setTimeout(() => {
-      this.timedOut = true;
-      this.exchange?.cancel(new FunctionError(E.CallTimeout));
-    }, Math.max(0, deadline - Date.now()));
+    this.timeout = Deadline.at(deadline, () => this.exchange?.cancel(new FunctionError(E.CallTimeout)));
     try {
       return await this.exec(new Date(deadline), statsIntervalMs);
     } finally {
@@ -226,7 +229,7 @@ class HotCall {
     if (this.finished) return;
     this.finished = true;
     this.phase = 'done';
-    clearTimeout(this.timer);
+    this.timeout?.clear();
     const container = this.container!;
     container.endCall();
     this.trace.executed();

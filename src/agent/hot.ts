@@ -19,7 +19,8 @@ import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
-import { ApiError, E, FunctionError } from '../models/index.js';
+import { ApiError, E, FunctionError, tellEach } from '../models/index.js';
+import { Deadline, within } from '../time/index.js';
 import type { Clock, Timer } from './clock.js';
 import type { ContainerStates, RetireReason } from './events.js';
 
@@ -187,7 +188,7 @@ export class HotContainer {
       const finish = (err?: unknown): void => {
         if (done) return;
         done = true;
-        clearTimeout(timer);
+        timeout.clear();
         watcher?.close();
         signal.removeEventListener('abort', onAbort);
         this.exitedBeforeReady = undefined;
@@ -201,7 +202,7 @@ export class HotContainer {
           () => undefined,
         );
       };
-      const timer = setTimeout(() => finish(new FunctionError(E.ContainerInitTimeout)), this.o.startTimeoutMs);
+      const timeout = new Deadline(this.o.startTimeoutMs, () => finish(new FunctionError(E.ContainerInitTimeout)));
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
       const exited = this.exit;
@@ -370,10 +371,7 @@ export class HotContainer {
       // exchange, once its last output is delivered (the driver allows that
       // a second): an answer naming the cause is worth that wait on this
       // failure path.
-      let timer: NodeJS.Timeout | undefined;
-      const result =
-        this.exit ??
-        (await Promise.race([this.cookie.wait(), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), EXIT_REPORT_MS)))]).finally(() => clearTimeout(timer)));
+      const result = this.exit ?? (await within(this.cookie.wait(), EXIT_REPORT_MS, () => undefined));
       if (result && result.status !== 'success') {
         return new FunctionError(E.FunctionFailed, { message: `${E.FunctionFailed.message}: ${result.message ?? result.status}`, cause: err });
       }
@@ -393,11 +391,7 @@ export class HotContainer {
       this.state = 'retired';
       this.timer?.clear();
       this.timer = undefined;
-      try {
-        this.o.onRetired(this, reason, detail);
-      } catch (err) {
-        this.o.log.error({ err, container: this.id }, 'retire listener failed');
-      }
+      tellEach([this.o.onRetired], (onRetired) => onRetired(this, reason, detail), this.o.log, 'a retire listener', { container: this.id });
       const client = this.client;
       this.client = undefined;
       client?.destroy();

@@ -18,6 +18,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { tellEach } from '../models/index.js';
 
 export const MB = 1024 * 1024;
 
@@ -217,13 +218,8 @@ export class MemoryCpuTracker implements ResourceTracker {
       const waiter: Waiter = { req, resolve, reject, cleanup: () => signal?.removeEventListener('abort', onAbort) };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.waiters.push(waiter);
-      for (const l of this.waiterListeners) {
-        try {
-          l();
-        } catch {
-          // A listener's failure must not fail the reservation (see onWaiter).
-        }
-      }
+      // A listener's failure must not fail the reservation (see onWaiter); the tracker has no log.
+      tellEach(this.waiterListeners, (l) => l(), undefined, 'a waiter listener');
     });
   }
 

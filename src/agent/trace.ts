@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { decimate, type PrepareTimings, type Stat } from '../drivers/index.js';
-import { ApiError, callStatus, errorCode, FunctionError, isoTime, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
+import { ApiError, callStatus, errorCode, FunctionError, isoTime, tellEach, type Call, type CallOutcome, type CallTimings } from '../models/index.js';
 import type { CallListener } from '../call/index.js';
 import { CallLog } from './logs.js';
 import type { CallSpan, StartTimings } from './spans.js';
@@ -17,15 +17,6 @@ export type { StartTimings } from './spans.js';
 import type { SpanContext } from '@opentelemetry/api';
 
 export type { CallListener } from '../call/index.js';
-
-/** Calls `fn`, logging rather than passing on what it throws (the listener rules above). */
-function guarded(log: Logger, what: string, fn: () => void): void {
-  try {
-    fn();
-  } catch (err) {
-    log.error({ err }, `a call listener's ${what} threw; it is skipped (listeners must not throw)`);
-  }
-}
 
 /** Starts watching a container's resource use; the returned function stops it. */
 export type StatsWatch = (onStat: (stat: Stat) => void, intervalMs: number) => () => void;
@@ -86,7 +77,7 @@ export class CallTrace {
     readonly call: Call,
     private readonly o: TraceOptions,
   ) {
-    for (const l of o.listeners) if (l.onCallStart) guarded(o.log, 'onCallStart', () => l.onCallStart!(call));
+    tellEach(o.listeners, (l) => l.onCallStart?.(call), o.log, "a call listener's onCallStart");
   }
 
   /** Someone reads this call's outcome: its output is kept and its container sampled. */
@@ -114,7 +105,7 @@ export class CallTrace {
       this.pendingLog = undefined;
       if (this.o.listeners.some((l) => l.onCallLog)) {
         void log.closed.then((text) => {
-          for (const l of this.o.listeners) if (l.onCallLog) guarded(this.o.log, 'onCallLog', () => l.onCallLog!(this.call, text));
+          tellEach(this.o.listeners, (l) => l.onCallLog?.(this.call, text), this.o.log, "a call listener's onCallLog");
         });
       }
     }
@@ -152,7 +143,7 @@ export class CallTrace {
     this.runStart = performance.now();
     if (this.waitMs === 0) this.waitMs = this.runStart - this.t0;
     this.startTimings = timings;
-    for (const l of this.o.listeners) if (l.onCallExec) guarded(this.o.log, 'onCallExec', () => l.onCallExec!(this.call));
+    tellEach(this.o.listeners, (l) => l.onCallExec?.(this.call), this.o.log, "a call listener's onCallExec");
     if (!this.reading || !Number.isFinite(intervalMs)) return;
     // Short calls never touch the engine: watching starts once the call has
     // run for an interval.
@@ -185,7 +176,7 @@ export class CallTrace {
       if (this.o.span) this.endSpan(status, error);
       if (this.reading) {
         const outcome = this.build();
-        for (const l of this.o.listeners) if (l.onCallEnd) guarded(this.o.log, 'onCallEnd', () => l.onCallEnd!(this.call, outcome));
+        tellEach(this.o.listeners, (l) => l.onCallEnd?.(this.call, outcome), this.o.log, "a call listener's onCallEnd");
         this.resolve?.(outcome);
       }
     } finally {

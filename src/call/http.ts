@@ -13,6 +13,25 @@ export type { RawHeaders } from '../models/index.js';
 /** A call's request body: none, read whole, or a stream. */
 export type CallBody = Readable | Buffer | null;
 
+/**
+ * The whole of a call's body in one Buffer, for those who must hold all of
+ * it: the LB until a runner has committed to the call (it may be sent to
+ * several), the JSON formats that carry it inside their message. A stream
+ * is read to its end; its error (the caller left, the body passed
+ * FN_MAX_REQUEST_SIZE) is what this rejects with.
+ */
+export async function wholeBody(body: CallBody): Promise<Buffer> {
+  if (body === null) return Buffer.alloc(0);
+  if (Buffer.isBuffer(body)) return body;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk as Buffer);
+    size += (chunk as Buffer).length;
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+}
+
 export interface CallResponse {
   readonly status: number;
   /** Headers for the caller (hop-by-hop ones and Content-Length removed). */

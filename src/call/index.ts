@@ -7,7 +7,7 @@
  */
 export { cancelError, serverBusy, shuttingDown } from './errors.js';
 export type { CancelReason } from './errors.js';
-export { canonical, HOP_HEADERS, headerLists, sameName, withoutHeaders, withoutHopHeaders } from './http.js';
+export { canonical, HOP_HEADERS, headerLists, sameName, wholeBody, withoutHeaders, withoutHopHeaders } from './http.js';
 export type { CallBody, CallResponse, RawHeaders } from './http.js';
 export type { Invoker, RunningCall } from './invoker.js';
 export type { CallListener } from './listener.js';

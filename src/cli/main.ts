@@ -6,6 +6,7 @@ import { Command } from 'commander';
 import { compileConfig, ConfigError, type Config } from '../config/index.js';
 import { startServer, type RunningServer } from '../roles/index.js';
 import { VERSION } from '../server/index.js';
+import { Deadline } from '../time/index.js';
 
 /** After the calls are cut, how long removing the containers may take before the process exits anyway. */
 const CLEANUP_BOUND_MS = 15_000;
@@ -22,21 +23,24 @@ const CLEANUP_BOUND_MS = 15_000;
 function stopOnSignals(server: RunningServer, config: Config): void {
   const log = server.logger;
   let signals = 0;
-  let deadline: NodeJS.Timeout | undefined;
+  let deadline: Deadline | undefined;
   const cut = (why: string): void => {
     log.warn(why);
     server.abort();
-    deadline ??= setTimeout(() => {
-      log.error(`containers not all removed within ${CLEANUP_BOUND_MS / 1000}s: exiting; the next start removes what is left`);
-      process.exit(1);
-    }, CLEANUP_BOUND_MS);
-    deadline.unref();
+    deadline ??= new Deadline(
+      CLEANUP_BOUND_MS,
+      () => {
+        log.error(`containers not all removed within ${CLEANUP_BOUND_MS / 1000}s: exiting; the next start removes what is left`);
+        process.exit(1);
+      },
+      { unref: true },
+    );
   };
   const stop = (signal: NodeJS.Signals): void => {
     signals++;
     if (signals === 1) {
       log.info({ signal }, `shutting down: calls in flight have ${config.drainTimeoutMs / 1000}s to finish (send ${signal} again to cut them now)`);
-      setTimeout(() => cut(`calls still running after ${config.drainTimeoutMs / 1000}s: cutting them and removing containers`), config.drainTimeoutMs).unref();
+      new Deadline(config.drainTimeoutMs, () => cut(`calls still running after ${config.drainTimeoutMs / 1000}s: cutting them and removing containers`), { unref: true });
       server.close().then(
         () => process.exit(0),
         (err: unknown) => {
@@ -68,7 +72,7 @@ function reportFaults(server: RunningServer): void {
   process.on('uncaughtException', (err) => {
     server.logger.fatal({ err }, 'uncaught exception (a bug in fnts: please report it); stopping');
     server.abort();
-    setTimeout(() => process.exit(1), CLEANUP_BOUND_MS).unref();
+    new Deadline(CLEANUP_BOUND_MS, () => process.exit(1), { unref: true });
     server.close().finally(() => process.exit(1));
   });
 }

@@ -20,10 +20,9 @@
  * its calls in flight finish. The pool is told of each call, with its
  * memory, from its arrival until it is over (a managed pool advertises it).
  */
-import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { cancelError, sameName, serverBusy, type CallBody, type CallListener, type CallResponse, type CancelReason, type Invoker, type RunningCall } from '../call/index.js';
-import { ApiError, callStatus, E, errorCode, type Call, type CallOutcome } from '../models/index.js';
+import { cancelError, sameName, serverBusy, wholeBody, type CallBody, type CallListener, type CallResponse, type CancelReason, type Invoker, type RunningCall } from '../call/index.js';
+import { ApiError, callStatus, E, errorCode, tellEach, type Call, type CallOutcome } from '../models/index.js';
 import { nsToMs, type CallFinishedMsg, engageRequest, type Attempt } from '../rpc/index.js';
 import type { Placer, RunnerView } from './placer.js';
 import type { Runner, RunnerPool } from './pool.js';
@@ -59,15 +58,6 @@ export interface LbAgentOptions {
 }
 
 const MAX_ROUND_PAUSE_MS = 200;
-
-/** The whole request body: the LB keeps it until a runner has committed to the call. */
-async function wholeBody(body: CallBody): Promise<Buffer> {
-  if (body === null) return Buffer.alloc(0);
-  if (Buffer.isBuffer(body)) return body;
-  const chunks: Buffer[] = [];
-  for await (const chunk of body as Readable) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
 
 /** How a call placed on a runner ended, from the runner's CallFinished. */
 function outcomeOf(call: Call, status: number, finished: CallFinishedMsg | undefined, error: unknown): CallOutcome {
@@ -285,23 +275,12 @@ export class LbAgent implements Invoker {
     this.waiting.get(fnId)?.[0]?.wake(freed);
   }
 
-  /** Tells each of `listeners`; one that throws is logged and skipped (the listener rules). */
-  private each<L>(listeners: readonly L[] | undefined, what: string, fn: (l: L) => void): void {
-    for (const l of listeners ?? []) {
-      try {
-        fn(l);
-      } catch (err) {
-        this.log.error({ err }, `a ${what} listener threw; it is skipped (listeners must not throw)`);
-      }
-    }
-  }
-
   private tellCalls(fn: (l: CallListener) => void): void {
-    this.each(this.o.callListeners, 'call', fn);
+    tellEach(this.o.callListeners, fn, this.log, 'a call listener');
   }
 
   private tell(fn: (l: PlacementListener) => void): void {
-    this.each(this.o.listeners, 'placement', fn);
+    tellEach(this.o.listeners, fn, this.log, 'a placement listener');
   }
 
   /** `runner` answered an attempt; if it was down, that is told once, with how many attempts failed meanwhile. */

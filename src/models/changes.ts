@@ -4,6 +4,7 @@
  * retires the containers of a changed fn.
  */
 import type { Logger } from 'pino';
+import { tellEach } from './listeners.js';
 
 export type ResourceChange =
   | { readonly kind: 'app'; readonly id: string; readonly name: string }
@@ -36,12 +37,6 @@ export class Changes implements ChangeFeed {
   }
 
   publish(change: ResourceChange): void {
-    for (const listener of this.listeners) {
-      try {
-        listener(change);
-      } catch (err) {
-        this.log?.error({ err, change }, 'a change listener threw; it is skipped (listeners must not throw)');
-      }
-    }
+    tellEach(this.listeners, (listener) => listener(change), this.log, 'a change listener', { change });
   }
 }

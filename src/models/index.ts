@@ -1,6 +1,8 @@
 /**
  * models/ — the records fnts manages (App, Fn, Trigger), the Call that runs
- * anywhere and its outcome, the change feed, their validation and update rules, and the error catalog with Fn's exact messages.
+ * anywhere and its outcome, the change feed and the rule every listener is
+ * told by (tellEach), their validation and update rules, and the error
+ * catalog with Fn's exact messages.
  */
 export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annotations.js';
 export type { Annotations } from './annotations.js';
@@ -38,5 +40,7 @@ export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';
 export { CALL_TYPES, callFn, RECORD_BATCH_BYTES, callFromJson, callRecord, callStatus, callToJson, queuedRecord } from './call.js';
 export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallTimings, CallType, FnCallJson, RawHeaders } from './call.js';
 export { Changes } from './changes.js';
+export { tellEach } from './listeners.js';
+export type { ListenerFaultLog } from './listeners.js';
 export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';
 export { INSTANCE_LABEL, OWNER_LABEL, TAG_LABEL } from './labels.js';

@@ -9,6 +9,7 @@
  * with nothing in flight); a group it leaves out keeps its last value until
  * the TTL, as in Fn's manager.
  */
+import { tellEach } from '../models/index.js';
 
 /** One LB's requirement for one group. */
 interface Requirement {
@@ -54,11 +55,8 @@ export class CapacityBook {
       if (mine.size > 0) continue;
       this.byLb.delete(lbId);
       purged.push(lbId);
-      try {
-        this.o.onPurge?.(lbId);
-      } catch {
-        // a listener's fault is not the book's
-      }
+      // A listener's fault is not the book's (the book has no log: it is skipped).
+      tellEach([this.o.onPurge], (onPurge) => onPurge(lbId), undefined, 'a purge listener');
     }
     return purged;
   }

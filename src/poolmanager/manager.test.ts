@@ -160,4 +160,28 @@ describe('PoolManager', () => {
     await t.tick();
     expect(t.manager.membership('default')).toEqual(['10.0.0.1:9190', '10.0.0.2:9190', '10.0.0.3:9190']);
   });
+
+  it('goes on scaling when its event listener throws: the fault is logged, runners are still asked for and removed', async () => {
+    const lines: Array<{ level: number; msg: string; err?: { message: string } }> = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
+    const fault = (): never => {
+      throw new Error('a metrics bug');
+    };
+    const t = setup({ log, events: { onProvisioned: fault, onRemoved: fault } });
+    await t.twoRunnersUp();
+    expect(t.manager.membership('default')).toEqual(['10.0.0.0:9190', '10.0.0.1:9190']);
+    t.book.advertise('lb-1', [['default', 900]], t.now());
+    await t.tick();
+    t.book.advertise('lb-1', [['default', 900]], t.now());
+    await t.tick(5000);
+    await t.manager.close();
+    expect(t.plane.removed).toEqual(['default/default-1']);
+    const faults = lines.filter((l) => l.msg === 'a pool event listener threw; it is skipped (listeners must not throw)');
+    expect(faults.map((l) => [l.level, l.err?.message])).toEqual([
+      [50, 'a metrics bug'],
+      [50, 'a metrics bug'],
+    ]);
+    // The provisioning tick itself did not fail.
+    expect(lines.filter((l) => l.msg.startsWith('scaling runner group'))).toEqual([]);
+  });
 });

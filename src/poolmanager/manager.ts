@@ -25,6 +25,7 @@
  * their place in the hash ring and their hot containers.
  */
 import type { Logger } from 'pino';
+import { tellEach } from '../models/index.js';
 import type { CapacityBook } from './capacity.js';
 import { ControlPlaneError, type ControlPlane, type RunnerInfo } from './control-plane.js';
 import { plan } from './plan.js';
@@ -47,7 +48,7 @@ export interface ManagedRunner {
   answeredAt: number | undefined;
 }
 
-/** What the manager reports as it acts; listeners must not throw and must not block. */
+/** What the manager reports as it acts; listeners must not throw (one that does is logged and skipped) and must not block. */
 export interface PoolEvents {
   onProvisioned?(group: string, n: number): void;
   onRemoved?(group: string, id: string): void;
@@ -216,7 +217,7 @@ export class PoolManager {
       const n = await this.o.plane.provision(g.name, p.provision);
       for (let i = 0; i < n; i++) g.asked.push(now);
       this.o.log.info({ group: g.name, asked: n, target: g.target, demandMb: g.history.at(-1)?.memMb }, `asked the ${this.o.plane.kind} plane for ${n} runner(s)`);
-      if (n > 0) this.o.events?.onProvisioned?.(g.name, n);
+      if (n > 0) tellEach([this.o.events], (e) => e.onProvisioned?.(g.name, n), this.o.log, 'a pool event listener');
     }
     this.removeDone(g, now);
   }
@@ -280,7 +281,7 @@ export class PoolManager {
       this.enter(r, 'removing', now);
       this.o.log.info({ group: g.name, runner: r.id, address: r.address, why }, 'removing runner');
       const removal = this.o.plane.remove(g.name, r.id).then(
-        () => this.o.events?.onRemoved?.(g.name, r.id),
+        () => tellEach([this.o.events], (e) => e.onRemoved?.(g.name, r.id), this.o.log, 'a pool event listener'),
         (err: unknown) => {
           // Back to draining: the next ticks try again.
           if (g.runners.get(r.id) === r) this.enter(r, 'draining', this.clock() - this.o.drainGraceMs);

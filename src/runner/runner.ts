@@ -23,7 +23,7 @@
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, type CallResponse, type Invoker, encodeTriggerAnswer, undecorateTrigger } from '../call/index.js';
-import { ApiError, callFromJson, E, type Call, type CallFn } from '../models/index.js';
+import { ApiError, callFromJson, E, tellEach, type Call, type CallFn } from '../models/index.js';
 import { asBuffer, GrpcH2Server, unary, type GrpcServerCall, type ServerTls, DRAINING_HEADER, finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, runnerStatusMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg, CONFIGURE_PATH, decodeClientMsg, encodeEmpty, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, MAX_MESSAGE_BYTES, STATUS2_PATH, STATUS_PATH } from '../rpc/index.js';
 
 export interface RunnerServerOptions {
@@ -34,7 +34,7 @@ export interface RunnerServerOptions {
   readonly maxRequestBytes: number;
   /** Mutual TLS for the gRPC port; plaintext when absent. */
   readonly tls?: ServerTls;
-  /** Told of each engagement's result (metrics). Must be cheap and must not throw. */
+  /** Told of each engagement's result (metrics). Must be cheap and must not throw (one that does is logged and skipped). */
   readonly events?: { onEngagement(result: 'handled' | 'refused'): void };
 }
 
@@ -295,11 +295,7 @@ export class RunnerServer {
 
   private counted(result: 'handled' | 'refused'): void {
     if (result === 'handled') this.handled++;
-    try {
-      this.o.events?.onEngagement(result);
-    } catch (err) {
-      this.log.error({ err }, 'an engagement listener threw; it is skipped');
-    }
+    tellEach([this.o.events], (e) => e.onEngagement(result), this.log, 'an engagement listener');
   }
 
   /**

@@ -11,6 +11,7 @@
  * the prober give up without a reason.
  */
 import type { BaseLogger } from 'pino';
+import { within } from '../time/index.js';
 
 export interface HealthCheck {
   /** The key of this check in the report: `datastore`, `docker`. */
@@ -44,24 +45,16 @@ export interface ReadinessOptions {
 /** What one check says: 'ok', its error's message, or that it did not answer in time. */
 async function run(check: HealthCheck, timeoutMs: number): Promise<string> {
   const abort = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<string>((resolve) => {
-    timer = setTimeout(() => {
-      resolve(`no answer within ${timeoutMs} ms`);
-      abort.abort(new Error('readiness check timed out'));
-    }, timeoutMs);
-  });
   const answer = Promise.resolve()
     .then(() => check.check(abort.signal))
     .then(
       () => 'ok',
       (err: unknown) => (err instanceof Error ? err.message : String(err)) || 'failed',
     );
-  try {
-    return await Promise.race([answer, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return within(answer, timeoutMs, () => {
+    abort.abort(new Error('readiness check timed out'));
+    return `no answer within ${timeoutMs} ms`;
+  });
 }
 
 export class Readiness {

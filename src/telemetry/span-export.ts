@@ -5,7 +5,7 @@
  * makes the spans Fn's agent makes from them and exports them with the OpenTelemetry
  * OTLP/HTTP exporter, one request at a time.
  *
- *   call ends -> record -> buffer -> postMessage(batch) -> [thread] spans -> OTLPTraceExporter
+ *   call ends -> record -> buffer -> postMessage(batch) -> [span-export-worker.ts] spanMaker -> OTLPTraceExporter
  *
  * Making spans and serializing them cost about 50 us per call on the event
  * loop (four to six spans each); here the event loop pays for a message per
@@ -14,10 +14,15 @@
  * drops new ones, and says so (as it says when the receiver fails) at most
  * once a minute.
  */
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import { SpanKind, SpanStatusCode, TraceFlags, type Attributes, type HrTime, type Link, type SpanContext, type SpanStatus, type TraceState } from '@opentelemetry/api';
+import type { InstrumentationScope } from '@opentelemetry/core';
+import type { Resource } from '@opentelemetry/resources';
+import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base';
 import type { Logger } from 'pino';
 import type { SpanRecord } from '../agent/index.js';
+import type { OtlpProtocol } from '../config/index.js';
+import { Deadline } from '../time/index.js';
 
 const FLUSH_MS = 500;
 /** Records per message to the thread. */
@@ -27,138 +32,130 @@ const EXPORT_BATCH = 2048;
 const WORKER_NICE = 19;
 const CLOSE_MS = 5_000;
 
-/**
- * The spans of one record, as plain objects of the SDK's ReadableSpan shape
- * (what the OTLP exporter reads). Plain CommonJS source, so that the thread
- * and the unit test (spansOf below) run the very same code; `newId()` makes
- * a span id, `resource` and `scope` are the SDK's.
- */
-const PROGRAM = `
-const hr = (ms) => {
+/** Seconds and nanoseconds, as the SDK keeps times. */
+function hr(ms: number): HrTime {
   let s = Math.floor(ms / 1000);
   let ns = Math.round((ms - s * 1000) * 1e6);
-  if (ns >= 1e9) { s += 1; ns -= 1e9; }
+  if (ns >= 1e9) {
+    s += 1;
+    ns -= 1e9;
+  }
   return [s, ns];
-};
-const UNSET = { code: 0 };
-const NONE = [];
-// One shape for every span, what is the same for all on its prototype: fewer objects per span.
-function Span(ctx, parent, name, start, end, attributes, links, status) {
-  this.ctx = ctx;
-  this.parentSpanContext = parent;
-  this.name = name;
-  this.startTime = hr(start);
-  this.endTime = hr(end);
-  this.attributes = attributes;
-  this.links = links;
-  this.status = status;
 }
-Span.prototype.spanContext = function () { return this.ctx; };
-Object.defineProperty(Span.prototype, 'duration', { get() { return hr(this.endTime[0] * 1000 + this.endTime[1] / 1e6 - (this.startTime[0] * 1000 + this.startTime[1] / 1e6)); } });
-Object.assign(Span.prototype, { kind: 0, ended: true, events: NONE, droppedAttributesCount: 0, droppedEventsCount: 0, droppedLinksCount: 0, resource, instrumentationScope: scope });
-const span = (ctx, parent, name, start, end, attributes, links, status) => new Span(ctx, parent, name, start, end, attributes, links, status);
-return function spansOf(r) {
-  if (r.kind === 'start') {
-    const ctx = { traceId: r.traceId, spanId: r.spanId, traceFlags: 1 };
-    const attributes = { 'fn.app_id': r.appId, 'fn.fn_id': r.fnId, 'fn.container_id': r.containerId, 'fn.token_ms': r.tokenMs, 'fn.image_ms': r.imageMs, 'fn.create_ms': r.createMs, 'fn.start_ms': r.startMs };
-    return [span(ctx, undefined, 'container_start', r.begun, r.ready, attributes, NONE, UNSET)];
+
+const UNSET: SpanStatus = { code: SpanStatusCode.UNSET };
+const NONE: never[] = [];
+
+/**
+ * The maker of the spans of one record, as plain objects of the SDK's
+ * ReadableSpan shape (what the OTLP exporter reads): the export thread
+ * (span-export-worker.ts) makes one and runs it for every record; spansOf
+ * below runs the same code in place. `newId()` makes a span id; `resource`
+ * and `scope` are the SDK's.
+ */
+export function spanMaker(resource: Resource, scope: InstrumentationScope, newId: () => string): (r: SpanRecord) => ReadableSpan[] {
+  // One shape for every span, what is the same for all on its prototype: fewer objects per span.
+  class MadeSpan implements ReadableSpan {
+    declare readonly kind: SpanKind;
+    declare readonly ended: boolean;
+    declare readonly events: TimedEvent[];
+    declare readonly droppedAttributesCount: number;
+    declare readonly droppedEventsCount: number;
+    declare readonly droppedLinksCount: number;
+    declare readonly resource: Resource;
+    declare readonly instrumentationScope: InstrumentationScope;
+    readonly startTime: HrTime;
+    readonly endTime: HrTime;
+
+    constructor(
+      private readonly ctx: SpanContext,
+      readonly parentSpanContext: SpanContext | undefined,
+      readonly name: string,
+      start: number,
+      end: number,
+      readonly attributes: Attributes,
+      readonly links: Link[],
+      readonly status: SpanStatus,
+    ) {
+      this.startTime = hr(start);
+      this.endTime = hr(end);
+    }
+
+    spanContext(): SpanContext {
+      return this.ctx;
+    }
+
+    get duration(): HrTime {
+      return hr(this.endTime[0] * 1000 + this.endTime[1] / 1e6 - (this.startTime[0] * 1000 + this.startTime[1] / 1e6));
+    }
   }
-  const state = r.traceState === '' ? undefined : { serialize: () => r.traceState };
-  const attributes = { 'fn.call_id': r.callId, 'fn.app_id': r.appId, 'fn.fn_id': r.fnId };
-  const ctxOf = (spanId) => ({ traceId: r.traceId, spanId, traceFlags: 1, traceState: state });
-  const submit = ctxOf(r.spanId);
-  const out = [];
-  const child = (parent, name, start, end, links) => {
-    const ctx = ctxOf(newId());
-    out.push(span(ctx, parent, name, start, end, attributes, links || NONE, UNSET));
-    return ctx;
+  Object.assign(MadeSpan.prototype, { kind: SpanKind.INTERNAL, ended: true, events: NONE, droppedAttributesCount: 0, droppedEventsCount: 0, droppedLinksCount: 0, resource, instrumentationScope: scope });
+
+  return (r) => {
+    if (r.kind === 'start') {
+      const ctx: SpanContext = { traceId: r.traceId, spanId: r.spanId, traceFlags: TraceFlags.SAMPLED };
+      const attributes = { 'fn.app_id': r.appId, 'fn.fn_id': r.fnId, 'fn.container_id': r.containerId, 'fn.token_ms': r.tokenMs, 'fn.image_ms': r.imageMs, 'fn.create_ms': r.createMs, 'fn.start_ms': r.startMs };
+      return [new MadeSpan(ctx, undefined, 'container_start', r.begun, r.ready, attributes, NONE, UNSET)];
+    }
+    // The exporter reads only serialize(): the caller's tracestate goes on as it came.
+    const state = r.traceState === '' ? undefined : ({ serialize: () => r.traceState } as TraceState);
+    const attributes = { 'fn.call_id': r.callId, 'fn.app_id': r.appId, 'fn.fn_id': r.fnId };
+    const ctxOf = (spanId: string): SpanContext => ({ traceId: r.traceId, spanId, traceFlags: TraceFlags.SAMPLED, traceState: state });
+    const submit = ctxOf(r.spanId);
+    const out: ReadableSpan[] = [];
+    const child = (parent: SpanContext, name: string, start: number, end: number, links: Link[] = NONE): SpanContext => {
+      const ctx = ctxOf(newId());
+      out.push(new MadeSpan(ctx, parent, name, start, end, attributes, links, UNSET));
+      return ctx;
+    };
+    const links = r.linkSpanId === '' ? NONE : [{ context: { traceId: r.linkTraceId, spanId: r.linkSpanId, traceFlags: TraceFlags.SAMPLED }, attributes: {} }];
+    const slot = child(submit, 'agent_get_slot', r.arrived, r.waitEnd, links);
+    if (!Number.isNaN(r.startMs)) {
+      // The launch: memory and CPU first, then the container start.
+      const started = Math.max(r.arrived, r.waitEnd - r.startMs);
+      const asked = Math.max(r.arrived, started - r.tokenMs);
+      const launch = child(slot, 'agent_launch_cold', asked, r.waitEnd);
+      child(launch, 'agent_get_resource_token', asked, started);
+    } else child(slot, 'agent_wait_hot', r.arrived, r.waitEnd);
+    if (!Number.isNaN(r.execStart)) child(submit, r.cold ? 'agent_cold_exec' : 'agent_hot_exec', r.execStart, Number.isNaN(r.execEnd) ? r.ended : r.execEnd);
+    const status: SpanStatus = r.status >= 500 ? (r.error === '' ? { code: SpanStatusCode.ERROR } : { code: SpanStatusCode.ERROR, message: r.error }) : UNSET;
+    const parent = r.parentSpanId === '' ? undefined : { traceId: r.traceId, spanId: r.parentSpanId, traceFlags: TraceFlags.SAMPLED, isRemote: true };
+    out.unshift(new MadeSpan(submit, parent, 'agent_submit', r.begun, r.ended, { ...attributes, 'http.response.status_code': r.status }, NONE, status));
+    return out;
   };
-  const links = r.linkSpanId === '' ? NONE : [{ context: { traceId: r.linkTraceId, spanId: r.linkSpanId, traceFlags: 1 }, attributes: {} }];
-  const slot = child(submit, 'agent_get_slot', r.arrived, r.waitEnd, links);
-  if (!Number.isNaN(r.startMs)) {
-    // The launch: memory and CPU first, then the container start.
-    const started = Math.max(r.arrived, r.waitEnd - r.startMs);
-    const asked = Math.max(r.arrived, started - r.tokenMs);
-    const launch = child(slot, 'agent_launch_cold', asked, r.waitEnd);
-    child(launch, 'agent_get_resource_token', asked, started);
-  } else child(slot, 'agent_wait_hot', r.arrived, r.waitEnd);
-  if (!Number.isNaN(r.execStart)) child(submit, r.cold ? 'agent_cold_exec' : 'agent_hot_exec', r.execStart, Number.isNaN(r.execEnd) ? r.ended : r.execEnd);
-  const status = r.status >= 500 ? (r.error === '' ? { code: 2 } : { code: 2, message: r.error }) : UNSET;
-  const parent = r.parentSpanId === '' ? undefined : { traceId: r.traceId, spanId: r.parentSpanId, traceFlags: 1, isRemote: true };
-  out.unshift(span(submit, parent, 'agent_submit', r.begun, r.ended, { ...attributes, 'http.response.status_code': r.status }, NONE, status));
-  return out;
-};
-`;
+}
 
-/** The program above, run in place (tests): the spans of one record, in the order they are exported. */
+/** The spans of one record, in the order they are exported (made in place: tests). */
 export function spansOf(record: SpanRecord, resource: unknown, scope: { name: string; version?: string }, newId: () => string): unknown[] {
-  return (new Function('resource', 'scope', 'newId', PROGRAM)(resource, scope, newId) as (r: SpanRecord) => unknown[])(record);
+  return spanMaker(resource as Resource, scope, newId)(record);
 }
 
-// The thread: lowers its own priority, exports what arrives in batches of
-// at most EXPORT_BATCH spans, one request at a time, and reports drops and
-// failures (at most once a minute each) and its close.
-const WORKER = `
-const { parentPort, workerData } = require('node:worker_threads');
-try { require('node:os').setPriority(workerData.nice); } catch {}
-const { randomFillSync } = require('node:crypto');
-// Span ids from a pool of random bytes (one draw per 512 ids, not one per id).
-const pool = Buffer.allocUnsafe(4096);
-let at = pool.length;
-// (The call path's ids come from agent/spans.ts's pool; this program cannot import it.) All zeros is W3C's "invalid": drawn again.
-function newId() {
-  for (;;) {
-    if (at + 8 > pool.length) { randomFillSync(pool); at = 0; }
-    at += 8;
-    const id = pool.toString('hex', at - 8, at);
-    if (id !== '0000000000000000') return id;
-  }
+/** What the export thread is started with. */
+export interface ExportData {
+  readonly url: string;
+  readonly protocol: OtlpProtocol;
+  /** The resource's attributes. */
+  readonly resource: Record<string, string>;
+  readonly version: string;
+  /** The thread's nice value. */
+  readonly nice: number;
+  /** Spans per export request. */
+  readonly batch: number;
+  /** Spans waiting past which new records are dropped. */
+  readonly maxQueued: number;
 }
-const { OTLPTraceExporter } = require(workerData.exporter);
-const { resourceFromAttributes } = require(workerData.resources);
-const exporter = new OTLPTraceExporter({ url: workerData.url });
-const resource = resourceFromAttributes(workerData.resource);
-const scope = { name: 'fnts', version: workerData.version };
-const spansOf = (function (resource, scope, newId) { ${PROGRAM} })(resource, scope, newId);
-const queue = [];
-let exporting = false, closing = false, dropped = 0, lastDropReport = 0, lastFailReport = 0;
-function done() {
-  exporter.shutdown().catch(() => {}).then(() => parentPort.postMessage({ kind: 'closed', dropped }));
-}
-function pump() {
-  if (exporting) return;
-  if (queue.length === 0) { if (closing) done(); return; }
-  exporting = true;
-  const batch = queue.splice(0, workerData.batch);
-  exporter.export(batch, (result) => {
-    exporting = false;
-    if (result.code !== 0 && Date.now() - lastFailReport > 60000) {
-      lastFailReport = Date.now();
-      parentPort.postMessage({ kind: 'failed', spans: batch.length, error: String((result.error && result.error.message) || result.error || 'unknown') });
-    }
-    pump();
-  });
-}
-parentPort.on('message', (m) => {
-  if (m.kind === 'records') {
-    for (const r of m.records) {
-      if (queue.length >= workerData.maxQueued) { dropped++; continue; }
-      for (const s of spansOf(r)) queue.push(s);
-    }
-    if (dropped > 0 && Date.now() - lastDropReport > 60000) {
-      lastDropReport = Date.now();
-      parentPort.postMessage({ kind: 'dropped', dropped });
-    }
-  } else if (m.kind === 'close') closing = true;
-  pump();
-});
-`;
+
+/** To the thread: records to export, or the end (export what is queued, then say `closed`). */
+export type ToExport = { readonly kind: 'records'; readonly records: readonly SpanRecord[] } | { readonly kind: 'close' };
+
+/** From the thread: drops and failures (at most once a minute each), and its close. */
+export type FromExport = { kind: 'dropped'; dropped: number } | { kind: 'failed'; spans: number; error: string } | { kind: 'closed'; dropped: number };
 
 export interface SpanExportOptions {
   /** The OTLP/HTTP traces URL. */
   readonly url: string;
   /** The encoding: protobuf (the standard's default, and about a third cheaper to make and send) or JSON. */
-  readonly protocol: 'http/protobuf' | 'http/json';
+  readonly protocol: OtlpProtocol;
   /** The resource's attributes (service.name and so on). */
   readonly resource: Record<string, string>;
   readonly version: string;
@@ -166,8 +163,6 @@ export interface SpanExportOptions {
   /** Spans waiting to be exported past which new ones are dropped (default 50,000). */
   readonly maxQueued?: number;
 }
-
-type FromWorker = { kind: 'dropped'; dropped: number } | { kind: 'failed'; spans: number; error: string } | { kind: 'closed'; dropped: number };
 
 /** Takes span records on the event loop and exports their spans from a thread of its own. */
 export class SpanExport {
@@ -178,23 +173,12 @@ export class SpanExport {
   private onClosed: (() => void) | undefined;
 
   constructor(private readonly o: SpanExportOptions) {
-    const require = createRequire(import.meta.url);
-    this.worker = new Worker(WORKER, {
-      eval: true,
-      workerData: {
-        url: o.url,
-        resource: o.resource,
-        version: o.version,
-        nice: WORKER_NICE,
-        batch: EXPORT_BATCH,
-        maxQueued: o.maxQueued ?? 50_000,
-        exporter: require.resolve(o.protocol === 'http/json' ? '@opentelemetry/exporter-trace-otlp-http' : '@opentelemetry/exporter-trace-otlp-proto'),
-        resources: require.resolve('@opentelemetry/resources'),
-      },
-    });
+    const workerData: ExportData = { url: o.url, protocol: o.protocol, resource: o.resource, version: o.version, nice: WORKER_NICE, batch: EXPORT_BATCH, maxQueued: o.maxQueued ?? 50_000 };
+    // The thread is a module of its own, span-export-worker.ts, compiled beside this one.
+    this.worker = new Worker(new URL('./span-export-worker.js', import.meta.url), { workerData });
     // The server's exit is not held up by an idle exporter.
     this.worker.unref();
-    this.worker.on('message', (m: FromWorker) => this.heard(m));
+    this.worker.on('message', (m: FromExport) => this.heard(m));
     this.worker.on('error', (err) => o.log.error({ err }, 'the span export thread failed; spans are no longer exported'));
     this.worker.on('exit', () => this.onClosed?.());
   }
@@ -215,10 +199,10 @@ export class SpanExport {
     if (this.records.length === 0) return;
     const records = this.records;
     this.records = [];
-    this.worker.postMessage({ kind: 'records', records });
+    this.worker.postMessage({ kind: 'records', records } satisfies ToExport);
   }
 
-  private heard(m: FromWorker): void {
+  private heard(m: FromExport): void {
     if (m.kind === 'dropped') this.o.log.warn({ dropped: m.dropped }, 'spans are being made faster than the trace receiver takes them: some were dropped');
     else if (m.kind === 'failed') this.o.log.warn({ spans: m.spans, error: m.error, url: this.o.url }, 'could not export spans to the trace receiver; check OTEL_EXPORTER_OTLP_ENDPOINT');
     else this.onClosed?.();
@@ -228,12 +212,13 @@ export class SpanExport {
   shutdown(): Promise<void> {
     this.closing ??= new Promise<void>((resolve) => {
       this.flush();
-      const stop = setTimeout(() => void this.worker.terminate(), CLOSE_MS);
+      // Held: the process waits for the bound, whatever the receiver does.
+      const stop = new Deadline(CLOSE_MS, () => void this.worker.terminate());
       this.onClosed = () => {
-        clearTimeout(stop);
+        stop.clear();
         void this.worker.terminate().then(() => resolve(), () => resolve());
       };
-      this.worker.postMessage({ kind: 'close' });
+      this.worker.postMessage({ kind: 'close' } satisfies ToExport);
     });
     return this.closing;
   }

@@ -8,7 +8,7 @@ import { type CallBody, type CallResponse, HOP_HEADERS } from '../../call/index.
 import type { Call } from '../../models/index.js';
 
 export type { CallBody, CallResponse, RawHeaders } from '../../call/index.js';
-export { canonical, headerLists, sameName, withoutHeaders, withoutHopHeaders } from '../../call/index.js';
+export { canonical, headerLists, sameName, wholeBody, withoutHeaders, withoutHopHeaders } from '../../call/index.js';
 
 /** A call and its body, as a format sends it to the function. */
 export interface CallRequest {

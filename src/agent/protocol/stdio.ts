@@ -20,7 +20,7 @@
  */
 import { Duplex, type Readable, type Writable } from 'node:stream';
 import { E, FunctionError } from '../../models/index.js';
-import { bodyFraming, headerLists, rfc3339, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions, type RawHeaders } from './call.js';
+import { bodyFraming, headerLists, rfc3339, wholeBody, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions, type RawHeaders } from './call.js';
 import { ContainerConnection, httpExchange, requestHead } from './http1.js';
 
 /** stdin and stdout of a container as one duplex stream, for HTTP framing. */
@@ -192,11 +192,7 @@ export class JsonChannel {
 
 /** The request body as one string, read whole (the JSON formats carry it inside the message). */
 async function bodyText(req: CallRequest): Promise<string> {
-  if (req.body === null) return '';
-  if (Buffer.isBuffer(req.body)) return req.body.toString('utf8');
-  const chunks: Buffer[] = [];
-  for await (const c of req.body) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  return (await wholeBody(req.body)).toString('utf8');
 }
 
 function contentTypeOf(headers: RawHeaders): string {

@@ -23,6 +23,7 @@ import {
   type RunStatus,
   type Stat,
 } from '../driver.js';
+import { within } from '../../time/index.js';
 
 /**
  * docker-modem follows an HTTP redirect from the engine by itself, with a
@@ -394,7 +395,7 @@ class DockerCookie implements Cookie {
       // Removed while waiting: killed.
     }
     // The output may still be on its way when the exit is reported; a second is plenty.
-    await Promise.race([this.outputDone, new Promise((r) => setTimeout(r, 1000).unref())]);
+    await within(this.outputDone, 1000, () => undefined, { unref: true });
     let oomKilled = false;
     try {
       const info = await this.container.inspect();
