@@ -605,7 +605,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-main()
+void main()
   .then(
     () => 0,
     (err: unknown) => {

@@ -380,7 +380,7 @@ export class Agent implements Invoker, PoolHost {
       for (const pool of this.pools.values()) pool.close(serverBusy());
       if (this.active > 0) await new Promise<void>((resolve) => (this.drained = resolve));
       await Promise.all([...this.containers].map((c) => c.retire('shutdown', 'server shutting down')));
-      await Promise.all([...this.cold.values()].map((remove) => remove()));
+      await Promise.all([...this.cold.values()].map(async (remove) => remove()));
       // Whatever is left of this process's containers (one whose creation
       // raced the shutdown) goes too.
       await this.driver

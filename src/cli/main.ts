@@ -73,7 +73,7 @@ function reportFaults(server: RunningServer): void {
     server.logger.fatal({ err }, 'uncaught exception (a bug in fnts: please report it); stopping');
     server.abort();
     new Deadline(CLEANUP_BOUND_MS, () => process.exit(1), { unref: true });
-    server.close().finally(() => process.exit(1));
+    void server.close().finally(() => process.exit(1));
   });
 }
 

@@ -126,7 +126,8 @@ export class SessionRecycler {
       // Destroyed meanwhile: nothing left to retire.
       return;
     }
-    let timer: NodeJS.Timeout | undefined;
+    // Set once the notice is out; close() may run before (a ping refused at once).
+    let timer: NodeJS.Timeout | undefined = undefined;
     const close = (): void => {
       clearTimeout(timer);
       if (!session.closed && !session.destroyed) session.close();

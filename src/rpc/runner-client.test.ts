@@ -81,7 +81,7 @@ describe('RunnerClient', () => {
   it('commits to a call the runner answers, handing on a whole answer as a Buffer and a longer one as a stream', async () => {
     client = new RunnerClient(
       await runner((call) => {
-        call.write(frames({ result_start: { http: { status_code: 201, headers: [{ key: 'X-A', value: 'b' }] } } }, { data: { data: Buffer.from('he'), eof: false } }));
+        void call.write(frames({ result_start: { http: { status_code: 201, headers: [{ key: 'X-A', value: 'b' }] } } }, { data: { data: Buffer.from('he'), eof: false } }));
         setTimeout(() => call.end(frames({ data: { data: Buffer.from('llo'), eof: false } }, { finished: done })), 30);
       }),
     );

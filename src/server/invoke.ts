@@ -222,7 +222,7 @@ export class InvokeHandler {
     if (declared !== undefined && declared <= SMALL_BODY_BYTES) {
       // A small body usually arrives with the headers: Node's parser has
       // queued it by the next microtask, and read() takes it without a listener.
-      await null;
+      await Promise.resolve();
       if (req.readableLength === declared) {
         const whole = req.read() as Buffer | null;
         if (whole?.length === declared) return { body: whole, length: declared };
