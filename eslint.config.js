@@ -20,6 +20,10 @@ export default tseslint.config(
   },
   // Tests and benchmarks read JSON answers of any shape.
   { files: ['test/**', 'bench/**', '**/*.test.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
-  { files: ['**/*.js', '**/*.mjs'], extends: [js.configs.recommended], languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' } } },
+  {
+    files: ['**/*.js', '**/*.mjs'],
+    extends: [js.configs.recommended],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' } },
+  },
   prettier,
 );

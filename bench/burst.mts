@@ -111,14 +111,15 @@ async function main(): Promise<void> {
   };
   const a = summary('adaptive');
   const s = summary('seed');
-  for (const [policy, f] of [['adaptive', a], ['seed', s]] as const) {
+  for (const [policy, f] of [
+    ['adaptive', a],
+    ['seed', s],
+  ] as const) {
     process.stdout.write(
       `burst ${policy.padEnd(8)}: ${f.started} containers started (${f.served} served calls), ${(CALLS / f.started).toFixed(1)} calls per container, p50 ${Math.round(f.p50)} ms, p99 ${Math.round(f.p99)} ms, errors ${f.errors}\n`,
     );
   }
-  process.stdout.write(
-    `burst adaptive vs seed: ${((100 * a.started) / s.started).toFixed(0)}% of the containers, p99 ${(a.p99 / s.p99).toFixed(2)}x (goal: fewer containers, p99 no worse)\n`,
-  );
+  process.stdout.write(`burst adaptive vs seed: ${((100 * a.started) / s.started).toFixed(0)}% of the containers, p99 ${(a.p99 / s.p99).toFixed(2)}x (goal: fewer containers, p99 no worse)\n`);
 }
 
 main().then(

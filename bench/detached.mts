@@ -32,7 +32,15 @@ async function cannon(url: string, opts: { connections: number; seconds?: number
     connections: opts.connections,
     ...(opts.amount ? { amount: opts.amount } : { duration: opts.seconds ?? 5 }),
   });
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, total: r.requests.total, non2xx: r.non2xx, errors: r.errors + r.timeouts, status: r.statusCodeStats as Record<string, { count: number }> };
+  return {
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    total: r.requests.total,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+    status: r.statusCodeStats as Record<string, { count: number }>,
+  };
 }
 
 /** Detached calls still to run (ready or leased), read from the server's own database. */
@@ -79,8 +87,12 @@ async function main(): Promise<void> {
 
     const say = (line: string): void => void process.stdout.write(line + '\n');
     say(`detached accept: ${accept.rps.toFixed(0)} 202/s at 16 conn (p50 ${accept.p50} ms, p99 ${accept.p99} ms), ${accepted} accepted, ${accept.total - accepted} not`);
-    say(`drain: all ${accepted} accepted calls ran within ${drainS.toFixed(1)} s of the first acceptance = ${(accepted / drainS).toFixed(0)} calls/s (${backlogAfterAccept} still queued when accepting stopped)`);
-    say(`sync at 16 conn: alone ${base.rps.toFixed(0)} req/s p99 ${base.p99} ms; with a ${BACKLOG}-call backlog draining ${during.rps.toFixed(0)} req/s p99 ${during.p99} ms (${left} still queued after it)`);
+    say(
+      `drain: all ${accepted} accepted calls ran within ${drainS.toFixed(1)} s of the first acceptance = ${(accepted / drainS).toFixed(0)} calls/s (${backlogAfterAccept} still queued when accepting stopped)`,
+    );
+    say(
+      `sync at 16 conn: alone ${base.rps.toFixed(0)} req/s p99 ${base.p99} ms; with a ${BACKLOG}-call backlog draining ${during.rps.toFixed(0)} req/s p99 ${during.p99} ms (${left} still queued after it)`,
+    );
   } finally {
     await fnts?.stop();
     rmSync(dataDir, { recursive: true, force: true });

@@ -138,7 +138,14 @@ async function removeContainers(ms = 10_000): Promise<number> {
     await new Promise((r) => setTimeout(r, 200));
     left = await tagged();
   }
-  await Promise.all(left.map((c) => docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    left.map((c) =>
+      docker()
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
   return left.length;
 }
 
@@ -220,7 +227,11 @@ async function lbVersusFull(): Promise<PathRatios> {
       const each = f.cpuUsEach!.length > 1 ? ` (LB ${fmt(f.cpuUsEach![0]!)}, runner ${fmt(f.cpuUsEach![1]!)}, API ${fmt(f.cpuUsEach![2]!)})` : '';
       say(`${label} ${c}: ${fmt(f.rps).padStart(5)} req/s  p50 ${f.p50} ms  p99 ${f.p99} ms  errors ${f.errors + f.non2xx}  server CPU ${fmt(f.cpuUs ?? NaN)} us/call${each}`);
     };
-    say(`== LB path vs full node: FDK hello, medians of ${ROUNDS} rounds of ${SECONDS} s, in turns (load average ${loadavg().map((l) => fmt(l, 1)).join(' ')})`);
+    say(
+      `== LB path vs full node: FDK hello, medians of ${ROUNDS} rounds of ${SECONDS} s, in turns (load average ${loadavg()
+        .map((l) => fmt(l, 1))
+        .join(' ')})`,
+    );
     line('full node          ', ' 1 conn', fig.full.c1);
     line('full node          ', '16 conn', fig.full.c16);
     line('LB + runner (+ API)', ' 1 conn', fig.lb.c1);
@@ -270,10 +281,10 @@ async function fnReference(fnts: PathRatios | undefined): Promise<void> {
     const line = (label: string, c: string, f: Figures): void =>
       say(`${label} ${c}: ${fmt(f.rps).padStart(5)} req/s  p50 ${f.p50} ms  p99 ${f.p99} ms  errors ${f.errors + f.non2xx}  server CPU ${fmt(f.cpuUs ?? NaN)} us/call`);
     say(`== Fn's own LB path vs Fn's full node (fnserver), the same function and load, medians of ${ROUNDS} rounds of ${SECONDS} s, in turns`);
-    line("Fn full node          ", ' 1 conn', fig.full.c1);
-    line("Fn full node          ", '16 conn', fig.full.c16);
-    line("Fn LB + runner (+ API)", ' 1 conn', fig.lb.c1);
-    line("Fn LB + runner (+ API)", '16 conn', fig.lb.c16);
+    line('Fn full node          ', ' 1 conn', fig.full.c1);
+    line('Fn full node          ', '16 conn', fig.full.c16);
+    line('Fn LB + runner (+ API)', ' 1 conn', fig.lb.c1);
+    line('Fn LB + runner (+ API)', '16 conn', fig.lb.c16);
     const c1 = fig.lb.c1.rps / fig.full.c1.rps;
     const c16 = fig.lb.c16.rps / fig.full.c16.rps;
     say(`Fn LB/full at  1 conn: ${fmt(c1, 2)}${fnts ? `   (fnts: ${fmt(fnts.c1, 2)})` : ''}`);
@@ -542,7 +553,11 @@ async function placerComparison(apiUrl: string, appId: string, image: string, ro
   for (const r of results) {
     say(
       `${r.placer.padEnd(6)}  ${String(r.calls).padStart(5)}  ${String(r.started).padStart(7)}  ${(fmt(100 * (1 - r.started / r.calls), 1) + '%').padStart(9)}  ${fmt(r.p50).padStart(6)}  ${fmt(r.p99).padStart(6)}  ` +
-        `${String(r.busy).padStart(4)}  ${(Object.entries(r.otherErrors).map(([st, n]) => `${n}x${st}`).join(',') || '0').padStart(12)}  ${fmt(r.seconds, 1).padStart(7)}  ${r.perRunner.map((x) => `${x.calls}/${x.starts}/${x.refused}`).join('  ')}` +
+        `${String(r.busy).padStart(4)}  ${(
+          Object.entries(r.otherErrors)
+            .map(([st, n]) => `${n}x${st}`)
+            .join(',') || '0'
+        ).padStart(12)}  ${fmt(r.seconds, 1).padStart(7)}  ${r.perRunner.map((x) => `${x.calls}/${x.starts}/${x.refused}`).join('  ')}` +
         (r.startedByMetrics !== r.started ? `  (runners counted ${r.startedByMetrics} starts)` : ''),
     );
   }
@@ -577,7 +592,9 @@ async function placers(): Promise<void> {
       const startWins = started.wait.filter((w, i) => w < started.naive[i]!).length;
       say('');
       say(`== placers over ${REPEAT} comparisons (fresh fns each, so different homes)`);
-      say(`wait vs ch, p99: wait lower in ${p99Wins} of ${REPEAT}; medians ${fmt(median(p99.wait))} vs ${fmt(median(p99.ch))} ms (each: ${p99.wait.map((w, i) => `${fmt(w)}/${fmt(p99.ch[i]!)}`).join(', ')})`);
+      say(
+        `wait vs ch, p99: wait lower in ${p99Wins} of ${REPEAT}; medians ${fmt(median(p99.wait))} vs ${fmt(median(p99.ch))} ms (each: ${p99.wait.map((w, i) => `${fmt(w)}/${fmt(p99.ch[i]!)}`).join(', ')})`,
+      );
       say(`wait vs naive, containers started: wait fewer in ${startWins} of ${REPEAT}; medians ${median(started.wait)} vs ${median(started.naive)}`);
     }
   } finally {

@@ -50,7 +50,11 @@ async function dockerRun(image: string, dir: string): Promise<{ id: string; sock
       }
     });
   });
-  const id = execFileSync('docker', ['run', '-d', '--rm', '-v', `${dir}:/tmp/iofs`, '-e', 'FN_FORMAT=http-stream', '-e', 'FN_LISTENER=unix:/tmp/iofs/lsnr.sock', '--label', 'fnts.bench=direct', image], { encoding: 'utf8' }).trim();
+  const id = execFileSync(
+    'docker',
+    ['run', '-d', '--rm', '-v', `${dir}:/tmp/iofs`, '-e', 'FN_FORMAT=http-stream', '-e', 'FN_LISTENER=unix:/tmp/iofs/lsnr.sock', '--label', 'fnts.bench=direct', image],
+    { encoding: 'utf8' },
+  ).trim();
   await ready;
   return { id, socket, readyMs: performance.now() - t0 };
 }
@@ -111,12 +115,7 @@ interface AbResult {
  * fn, measured at 1 connection in turns (on, off, on, off, ...), so that
  * the machine's drift between rounds hits both alike; medians are reported.
  */
-async function abAtOneConnection(
-  image: string,
-  onEnv: Record<string, string>,
-  offEnv: Record<string, string>,
-  what: string,
-): Promise<AbResult> {
+async function abAtOneConnection(image: string, onEnv: Record<string, string>, offEnv: Record<string, string>, what: string): Promise<AbResult> {
   const rounds = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
   const seconds = Math.max(3, Math.round(SECONDS / 2));
   const dirs: string[] = [];
@@ -256,7 +255,8 @@ async function main(): Promise<void> {
   ab('call records', records, ', goal <= 5%');
   ab('metrics alone', metricsOnly);
   ab('metrics and tracing, every call traced', metrics, ', goal <= 5%');
-  if (a && s) say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
+  if (a && s)
+    say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);
 }
 
 main().then(

@@ -27,7 +27,21 @@ const wrapper = join(root, 'scripts', 'pbjs-esm.wrapper');
  * - no verify, conversion, delimited, type-url or service code: the codec frames messages itself and
  *   src/rpc/server.ts and channel.ts carry the calls.
  */
-const PBJS_OPTIONS = ['-t', 'static-module', '-w', wrapper, '--es6', '--keep-case', '--force-number', '--force-message', '--no-verify', '--no-convert', '--no-delimited', '--no-typeurl', '--no-service'];
+const PBJS_OPTIONS = [
+  '-t',
+  'static-module',
+  '-w',
+  wrapper,
+  '--es6',
+  '--keep-case',
+  '--force-number',
+  '--force-message',
+  '--no-verify',
+  '--no-convert',
+  '--no-delimited',
+  '--no-typeurl',
+  '--no-service',
+];
 
 function sha256(...parts) {
   const h = createHash('sha256');

@@ -69,7 +69,9 @@ async function pruneOldBuilds(keep, say) {
  */
 export async function buildRunnerImage(say = (line) => process.stdout.write(`${line}\n`)) {
   const version = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version;
-  const dist = listFiles(join(root, 'dist')).filter((f) => !f.endsWith('.map')).sort();
+  const dist = listFiles(join(root, 'dist'))
+    .filter((f) => !f.endsWith('.map'))
+    .sort();
   const packages = productionPackages();
   const tag = `${RUNNER_IMAGE_REPO}:${digest([process.version, readFileSync(join(root, 'package-lock.json')), readFileSync(fileURLToPath(import.meta.url)), ...dist.flatMap((f) => [f, readFileSync(join(root, 'dist', f))]), ...packages])}`;
   if (await imageExists(tag)) {
@@ -95,7 +97,16 @@ export async function buildRunnerImage(say = (line) => process.stdout.write(`${l
     copyIntoRootfs(rootfs, libraries);
     writeFileSync(
       join(ctx, 'Dockerfile'),
-      [...lines, 'WORKDIR /app', 'ENV NODE_ENV=production FN_LOG_FORMAT=json', 'EXPOSE 8080 9190 9191', `LABEL org.opencontainers.image.title=fnts org.opencontainers.image.version=${version}`, 'ENTRYPOINT ["/' + relative('/', process.execPath) + '", "/app/dist/cli/main.js"]', 'CMD ["serve"]', ''].join('\n'),
+      [
+        ...lines,
+        'WORKDIR /app',
+        'ENV NODE_ENV=production FN_LOG_FORMAT=json',
+        'EXPOSE 8080 9190 9191',
+        `LABEL org.opencontainers.image.title=fnts org.opencontainers.image.version=${version}`,
+        'ENTRYPOINT ["/' + relative('/', process.execPath) + '", "/app/dist/cli/main.js"]',
+        'CMD ["serve"]',
+        '',
+      ].join('\n'),
     );
     say(`building ${tag}`);
     await buildImage(ctx, [tag, `${RUNNER_IMAGE_REPO}:${version}`, `${RUNNER_IMAGE_REPO}:latest`]);

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// `npm test`: type-checks src/, test/ and bench/ while the suite runs (the
-// suite mostly waits on Docker, so the type check costs no wall time), and
-// fails if either fails; then prints the ten slowest tests and test files,
+// `npm test`: type-checks and lints src/, test/ and bench/ (typescript-eslint,
+// Prettier: `npm run lint`) while the suite runs (the suite mostly waits on
+// Docker, so the checks cost no wall time), and fails if any of them fails;
+// then prints the ten slowest tests and test files,
 // so the suite's time budget stays in view. Arguments go to vitest
 // (`npm test -- test/api`).
 import { spawn } from 'node:child_process';
@@ -27,8 +28,16 @@ const reportDir = mkdtempSync(join(tmpdir(), 'fnts-test-report-'));
 const report = join(reportDir, 'report.json');
 const started = Date.now();
 const typecheck = run([bin('typescript', 'bin/tsc'), '-p', 'tsconfig.json'], true);
+// After the type check: both are CPU-bound, and the suite needs the rest of the machine.
+const FORMATTED = ['src/**/*.ts', 'test/**/*.ts', 'test/**/*.mjs', 'bench/**/*.mts', 'scripts/**/*.mjs', 'vitest.config.ts', 'eslint.config.js'];
+const lint = typecheck.then(async () => {
+  const eslint = await run([bin('eslint', 'bin/eslint.js'), '.'], true);
+  const prettier = await run([bin('prettier', 'bin/prettier.cjs'), '--check', ...FORMATTED], true);
+  return { code: eslint.code || prettier.code, output: `${eslint.output}${prettier.code !== 0 ? `${prettier.output}(npm run format fixes the formatting)\n` : ''}` };
+});
 const suite = run([bin('vitest', 'vitest.mjs'), 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...process.argv.slice(2)], false);
 const [types, tests] = await Promise.all([typecheck, suite]);
+const linted = await lint;
 printSlowest(report, Date.now() - started);
 rmSync(reportDir, { recursive: true, force: true });
 if (types.code !== 0) {
@@ -36,7 +45,12 @@ if (types.code !== 0) {
 } else {
   process.stderr.write('fnts: type check passed\n');
 }
-process.exit(types.code !== 0 ? types.code : tests.code);
+if (linted.code !== 0) {
+  process.stderr.write(`\nfnts: the lint failed (npm run lint: typescript-eslint and Prettier); fix these and run npm test again:\n${linted.output}\n`);
+} else {
+  process.stderr.write('fnts: lint passed\n');
+}
+process.exit(types.code || linted.code || tests.code);
 
 /** The ten slowest tests and test files of the run, from vitest's JSON report (nothing when there is none). */
 function printSlowest(file, wallMs) {
@@ -49,6 +63,13 @@ function printSlowest(file, wallMs) {
   const files = (data.testResults ?? []).map((f) => ({ name: relative(root, f.name), ms: (f.endTime ?? 0) - (f.startTime ?? 0), tests: f.assertionResults ?? [] }));
   const tests = files.flatMap((f) => f.tests.map((t) => ({ name: `${f.name} > ${t.fullName ?? t.title}`, ms: t.duration ?? 0 })));
   const line = (x) => `  ${(x.ms / 1000).toFixed(1).padStart(6)} s  ${x.name.length > 150 ? `${x.name.slice(0, 147)}...` : x.name}`;
-  const slowest = (list) => [...list].sort((a, b) => b.ms - a.ms).slice(0, 10).map(line).join('\n');
-  process.stderr.write(`\nfnts: the ten slowest test files:\n${slowest(files)}\nfnts: the ten slowest tests:\n${slowest(tests)}\nfnts: ${data.numTotalTests ?? '?'} tests in ${files.length} files, ${(wallMs / 1000).toFixed(0)} s wall\n`);
+  const slowest = (list) =>
+    [...list]
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 10)
+      .map(line)
+      .join('\n');
+  process.stderr.write(
+    `\nfnts: the ten slowest test files:\n${slowest(files)}\nfnts: the ten slowest tests:\n${slowest(tests)}\nfnts: ${data.numTotalTests ?? '?'} tests in ${files.length} files, ${(wallMs / 1000).toFixed(0)} s wall\n`,
+  );
 }

@@ -58,8 +58,7 @@ function setup(functions: Record<string, FakeFunction>, config: Partial<AgentCon
   });
   agents.push(agent);
   const app = newAppFromJson({ name: 'app' });
-  const spec = (image: string, extra: Record<string, unknown> = {}): CallFn =>
-    callFn(app, { ...newFnFromJson({ app_id: app.id, name: image.replace(/\W/g, ''), image, ...extra }), shape: app.shape });
+  const spec = (image: string, extra: Record<string, unknown> = {}): CallFn => callFn(app, { ...newFnFromJson({ app_id: app.id, name: image.replace(/\W/g, ''), image, ...extra }), shape: app.shape });
   let n = 0;
   const call = (fn: CallFn, body = '') =>
     agent.invoke(
@@ -94,7 +93,10 @@ describe('Agent (fake driver)', () => {
 
   it('serves a burst of fast calls with one container, where the seed rule starts one per caller', async () => {
     const fast: FakeFunction = { handle: (_r, _b, res) => void setTimeout(() => res.end('ok'), 2), startMs: 100 };
-    for (const [policy, bound] of [['adaptive', 2], ['seed', 16]] as const) {
+    for (const [policy, bound] of [
+      ['adaptive', 2],
+      ['seed', 16],
+    ] as const) {
       const { driver, spec, call } = setup({ fast }, { launchPolicy: policy });
       const s = spec('fast');
       await call(s); // measure a run first
@@ -232,7 +234,6 @@ describe('Agent (fake driver)', () => {
 });
 
 describe('Agent time and resources (fake driver, manual clock)', () => {
-
   it('freezes an idle container and retires it at its idle timeout, as the clock moves', async () => {
     const clock = new ManualClock();
     const { driver, spec, call } = setup({ echo }, { freezeIdleMs: 50 }, 4096, clock);
@@ -253,10 +254,7 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     const { spec, call, agent } = setup({ echo }, {}, 1000);
     const big = spec('echo', { memory: 900 });
     expect(text(await call(big, 'sync'))).toBe('{"got":"sync"}');
-    const detached = agent.invoke(
-      { id: 'd1', type: 'detached', fn: big, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: [], createdAt: Date.now() },
-      null,
-    );
+    const detached = agent.invoke({ id: 'd1', type: 'detached', fn: big, triggerId: undefined, method: 'POST', url: 'http://fnts.test/invoke/x', headers: [], createdAt: Date.now() }, null);
     await expect(detached.response).rejects.toMatchObject({ status: 400, code: 'CallResourceTooBig' });
     expect(await detached.outcome).toMatchObject({ status: 'error', httpStatus: 400, errorUser: false });
   });
@@ -296,7 +294,7 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     expect(driver.containers).toHaveLength(2);
   });
 
-  it("evicts as many idle containers as the waiting call needs, and no more", async () => {
+  it('evicts as many idle containers as the waiting call needs, and no more', async () => {
     const clock = new ManualClock();
     const { driver, spec, call } = setup({ slow: sleepy(50), echo }, { ejectIdleMs: 100 }, 1000, clock);
     const a = spec('slow', { memory: 300 });
@@ -307,7 +305,10 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     // Another fn needs 700 MB: two of the three must go, and only two.
     const b = call(spec('echo', { memory: 700 }), 'b');
     expect(text(await b)).toBe('{"got":"b"}');
-    const live = driver.live().map((c) => c.spec.image).sort();
+    const live = driver
+      .live()
+      .map((c) => c.spec.image)
+      .sort();
     expect(live).toEqual(['echo', 'slow']);
   });
 

@@ -385,8 +385,8 @@ export class Agent implements Invoker, PoolHost {
       // raced the shutdown) goes too.
       await this.driver
         .removeContainers({ [OWNER_LABEL]: this.config.owner, [INSTANCE_LABEL]: this.config.instance })
-        .catch((err: unknown) => this.log.warn({ err }, 'could not list this server\'s containers to remove them'));
-      await removeSocketTree(this.socketFolder).catch((err: unknown) => this.log.warn({ err, folder: this.socketFolder }, 'could not remove this server\'s socket folder'));
+        .catch((err: unknown) => this.log.warn({ err }, "could not list this server's containers to remove them"));
+      await removeSocketTree(this.socketFolder).catch((err: unknown) => this.log.warn({ err, folder: this.socketFolder }, "could not remove this server's socket folder"));
       await this.driver.close();
     })();
     return this.closed;

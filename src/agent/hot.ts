@@ -39,7 +39,6 @@ import type { Logger } from 'pino';
 
 export type HotState = 'starting' | 'idle' | 'busy' | 'retired';
 
-
 export interface HotContainerOptions {
   readonly id: string;
   readonly spec: FunctionSpec;

@@ -23,14 +23,7 @@ export type { FunctionSpec } from './spec.js';
 export type { RetireReason } from './hot.js';
 export { sameName, withoutHeaders, withoutHopHeaders } from './protocol/call.js';
 export type { CallBody, CallRequest, CallResponse, RawHeaders } from './protocol/call.js';
-export {
-  computeCapacity,
-  MB,
-  memoryHeadRoom,
-  MemoryCpuTracker,
-  readHost,
-  ResourceUnavailableError,
-} from './resource.js';
+export { computeCapacity, MB, memoryHeadRoom, MemoryCpuTracker, readHost, ResourceUnavailableError } from './resource.js';
 export type { Capacity, HostReadings, ResourceRequest, ResourceSnapshot, ResourceToken, ResourceTracker } from './resource.js';
 export { needsContainer, seedNeedsContainer, slotKey, SlotQueue } from './slots.js';
 export type { SlotStats } from './slots.js';

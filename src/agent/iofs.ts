@@ -141,17 +141,19 @@ export const plainSocketDirs: SocketDirs = new PlainDirs();
  */
 export async function socketDirs(setting: IofsTmpfsSetting, root: string, log: Logger): Promise<SocketDirs> {
   if (setting === 'false') {
-    log.warn({ iofs: root }, 'FN_IOFS_TMPFS=false: functions can write files of any size into their socket folders on this host\'s disk');
+    log.warn({ iofs: root }, "FN_IOFS_TMPFS=false: functions can write files of any size into their socket folders on this host's disk");
     return plainSocketDirs;
   }
   const failure = (setting === 'auto' ? await engineMountsProblem() : undefined) ?? (await trialMount(join(root, `.probe-${process.pid}`)));
   if (failure === undefined) return new TmpfsDirs();
   if (setting === 'true') {
-    throw new Error(`FN_IOFS_TMPFS=true, but this process cannot mount a tmpfs for containers' socket folders under ${root} (${failure}): run fnts as root (or with CAP_SYS_ADMIN), or set FN_IOFS_TMPFS=auto`);
+    throw new Error(
+      `FN_IOFS_TMPFS=true, but this process cannot mount a tmpfs for containers' socket folders under ${root} (${failure}): run fnts as root (or with CAP_SYS_ADMIN), or set FN_IOFS_TMPFS=auto`,
+    );
   }
   log.warn(
     { iofs: root, reason: failure },
-    'containers\' socket folders are plain folders, not size-capped tmpfs mounts: functions can write files of any size into them on this host\'s disk (run fnts as root beside the Docker engine, or set FN_IOFS_TMPFS=true to refuse to start instead)',
+    "containers' socket folders are plain folders, not size-capped tmpfs mounts: functions can write files of any size into them on this host's disk (run fnts as root beside the Docker engine, or set FN_IOFS_TMPFS=true to refuse to start instead)",
   );
   return plainSocketDirs;
 }

@@ -54,9 +54,7 @@ export function launchError(err: unknown): unknown {
   if (err instanceof ApiError) return err;
   if (err instanceof ResourceUnavailableError) return new ApiError(E.CallResourceTooBig, { cause: err });
   if (err instanceof ImageError) {
-    return err.timedOut
-      ? new ApiError(E.DockerPullTimeout, { message: err.message, cause: err })
-      : new ApiError(E.ImageUnavailable, { message: err.message, cause: err });
+    return err.timedOut ? new ApiError(E.DockerPullTimeout, { message: err.message, cause: err }) : new ApiError(E.ImageUnavailable, { message: err.message, cause: err });
   }
   if (err instanceof ContainerStartError) {
     return new FunctionError(E.ContainerInitFail, { message: `${E.ContainerInitFail.message} (${err.message})`, cause: err });

@@ -182,7 +182,7 @@ export class MemoryCpuTracker implements ResourceTracker {
 
   /** After a release: grant waiters that now fit, in arrival order (a small one may pass a big one). */
   private released(): void {
-    for (let i = 0; i < this.waiters.length; ) {
+    for (let i = 0; i < this.waiters.length;) {
       const w = this.waiters[i]!;
       if (this.available(w.req)) {
         this.waiters.splice(i, 1);

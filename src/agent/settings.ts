@@ -22,4 +22,3 @@ export type AgentConfig = Pick<
   /** This process's identity (selfInstance()): see owner.ts. */
   readonly instance: string;
 };
-

@@ -220,10 +220,7 @@ export class CallTrace {
       createdAt: isoTime(this.call.createdAt),
       completedAt: isoTime(at),
       timings,
-      stats:
-        this.samples.length === 0
-          ? []
-          : decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
+      stats: this.samples.length === 0 ? [] : decimate(MAX_STAT_POINTS, this.samples).map((s) => ({ timestamp: new Date(s.timestamp).toISOString(), metrics: s.metrics })),
     };
     if (error !== undefined) {
       outcome.error = errorText(error);

@@ -53,7 +53,18 @@ export function withoutHeaders(raw: RawHeaders, lower: readonly string[]): RawHe
 }
 
 /** Headers that describe one connection hop and must not be forwarded (RFC 9110 7.6.1), and Host. */
-export const HOP_HEADERS: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+export const HOP_HEADERS: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+]);
 const HOP_LENGTHS = new Set([...HOP_HEADERS].map((h) => h.length));
 
 /**
@@ -69,7 +80,10 @@ export function withoutHopHeaders(raw: RawHeaders, also = ''): RawHeaders {
     const n = name.length;
     if (HOP_LENGTHS.has(n) || n === also.length) {
       const lower = name.toLowerCase();
-      if (lower === 'connection') listed = raw[i + 1]!.toLowerCase().split(',').map((x) => x.trim());
+      if (lower === 'connection')
+        listed = raw[i + 1]!.toLowerCase()
+          .split(',')
+          .map((x) => x.trim());
       if (HOP_HEADERS.has(lower) || lower === also) continue;
     }
     out.push(name, raw[i + 1]!);

@@ -93,16 +93,9 @@ async function serve(): Promise<void> {
   stopOnSignals(server, config);
 }
 
-const program = new Command()
-  .name('fnts')
-  .description('fnts: a container-native serverless platform, compatible with the Fn Project')
-  .version(VERSION, '-v, --version');
+const program = new Command().name('fnts').description('fnts: a container-native serverless platform, compatible with the Fn Project').version(VERSION, '-v, --version');
 
-program
-  .command('serve', { isDefault: true })
-  .alias('start')
-  .description('run the server (role from FN_NODE_TYPE, port from FN_PORT, data in FN_DB_URL)')
-  .action(serve);
+program.command('serve', { isDefault: true }).alias('start').description('run the server (role from FN_NODE_TYPE, port from FN_PORT, data in FN_DB_URL)').action(serve);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`fnts: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -25,7 +25,7 @@ describe('compileConfig', () => {
     expect(a.statsIntervalMs).toBe(Infinity);
   });
 
-  it('gives a pure runner without FN_DB_URL an owner of its own (its gRPC port), not the default data directory\'s', () => {
+  it("gives a pure runner without FN_DB_URL an owner of its own (its gRPC port), not the default data directory's", () => {
     const full = compileConfig({}, dir).agent.owner;
     const runner = compileConfig({ FN_NODE_TYPE: 'pure-runner' }, dir).agent.owner;
     expect(runner).not.toBe(full);
@@ -34,7 +34,7 @@ describe('compileConfig', () => {
     expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_DB_URL: 'sqlite3:///srv/r1/fn.db' }, dir).agent.owner).toBe(compileConfig({ FN_DB_URL: 'sqlite3:///srv/r1/fn.db' }, dir).agent.owner);
   });
 
-  it('reads FN_IOFS_TMPFS as auto (the default), or Fn\'s boolean, and refuses anything else', () => {
+  it("reads FN_IOFS_TMPFS as auto (the default), or Fn's boolean, and refuses anything else", () => {
     expect(compileConfig({}, dir).agent.iofsTmpfs).toBe('auto');
     expect(compileConfig({ FN_IOFS_TMPFS: 'AUTO' }, dir).agent.iofsTmpfs).toBe('auto');
     expect(compileConfig({ FN_IOFS_TMPFS: '1' }, dir).agent.iofsTmpfs).toBe('true');
@@ -71,7 +71,11 @@ describe('compileConfig', () => {
 
   it("takes the detached calls' limits and the queue's durability switch, with their defaults, and refuses values out of range", () => {
     expect(compileConfig({}, dir).detached).toEqual({ maxBodyBytes: 6 * 1024 * 1024, maxRedeliveries: 3, allowVolatile: false });
-    expect(compileConfig({ FNTS_ASYNC_MAX_BODY_SIZE: '1024', FNTS_ASYNC_MAX_REDELIVERIES: '1', FNTS_MQ_ALLOW_VOLATILE: 'true' }, dir).detached).toEqual({ maxBodyBytes: 1024, maxRedeliveries: 1, allowVolatile: true });
+    expect(compileConfig({ FNTS_ASYNC_MAX_BODY_SIZE: '1024', FNTS_ASYNC_MAX_REDELIVERIES: '1', FNTS_MQ_ALLOW_VOLATILE: 'true' }, dir).detached).toEqual({
+      maxBodyBytes: 1024,
+      maxRedeliveries: 1,
+      allowVolatile: true,
+    });
     expect(() => compileConfig({ FNTS_ASYNC_MAX_BODY_SIZE: '0' }, dir)).toThrow(/FNTS_ASYNC_MAX_BODY_SIZE=0 is out of range; use a value from 1 to 1073741824/);
     expect(() => compileConfig({ FNTS_ASYNC_MAX_REDELIVERIES: '0' }, dir)).toThrow(/FNTS_ASYNC_MAX_REDELIVERIES=0 is out of range; use a value from 1 to 100/);
     expect(() => compileConfig({ FNTS_MQ_ALLOW_VOLATILE: 'maybe' }, dir)).toThrow(/FNTS_MQ_ALLOW_VOLATILE=maybe is not a boolean/);
@@ -113,7 +117,7 @@ describe('compileConfig', () => {
   });
 
   describe('fleet roles', () => {
-    it('reads an LB\'s API node, runners and placer with Fn\'s variables (wait by default)', () => {
+    it("reads an LB's API node, runners and placer with Fn's variables (wait by default)", () => {
       const f = compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080/', FN_RUNNER_ADDRESSES: '10.0.0.5:9190, runner-2:9191' }, dir).fleet;
       expect(f.runnerApiUrl).toBe('http://api:8080');
       expect(f.runnerAddresses).toEqual(['10.0.0.5:9190', 'runner-2:9191']);
@@ -122,7 +126,7 @@ describe('compileConfig', () => {
       expect(compileConfig({ FN_NODE_TYPE: 'pure-runner' }, dir).fleet.grpcPort).toBe(9190);
     });
 
-    it('takes an LB\'s runners from a pool manager with Fn\'s FN_NPM_ADDRESS instead, polled and told every second by default', () => {
+    it("takes an LB's runners from a pool manager with Fn's FN_NPM_ADDRESS instead, polled and told every second by default", () => {
       const f = compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_NPM_ADDRESS: 'fn-npm:9190' }, dir).fleet;
       expect(f.npmAddress).toBe('fn-npm:9190');
       expect(f.runnerAddresses).toEqual([]);
@@ -132,12 +136,15 @@ describe('compileConfig', () => {
       expect(compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190' }, dir).fleet.npmAddress).toBeUndefined();
     });
 
-    it('reads the pool manager\'s settings, its gRPC port 9191 unless FN_GRPC_PORT says otherwise', () => {
+    it("reads the pool manager's settings, its gRPC port 9191 unless FN_GRPC_PORT says otherwise", () => {
       const p = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'swarm', FNTS_MIN_RUNNERS: '0', FNTS_PREDICTOR: 'conservative' }, dir).pool;
       expect(p).toMatchObject({ grpcPort: 9191, controlPlane: 'swarm', minRunners: 0, maxRunners: 10, predictor: 'conservative', runnerImage: 'fnts/fnts:latest', runnerMemMb: 4096 });
       expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FN_GRPC_PORT: '7000' }, dir).pool.grpcPort).toBe(7000);
       // In a pod: the cluster and service account client-node finds there.
-      const k8s = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', FNTS_K8S_NAMESPACE: 'fn' }, dir).pool;
+      const k8s = compileConfig(
+        { FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', FNTS_K8S_NAMESPACE: 'fn' },
+        dir,
+      ).pool;
       expect(k8s.k8sApiUrl).toBeUndefined();
       expect(k8s.k8sNamespace).toBe('fn');
       expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', FNTS_K8S_API_URL: 'https://k8s:6443/' }, dir).pool.k8sApiUrl).toBe('https://k8s:6443');
@@ -152,13 +159,18 @@ describe('compileConfig', () => {
       expect(p.runnerPorts).toBeUndefined();
       expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_RUNNER_PORT_RANGE: '9200-9299' }, dir).pool.runnerPorts).toEqual({ first: 9200, last: 9299 });
       // No cluster to be found: say the three ways to give one.
-      expect(() => compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBECONFIG: join(dir, 'none') }, dir)).toThrow(/needs a cluster: run the manager in a pod .*KUBECONFIG or ~\/.kube\/config\), or set FNTS_K8S_API_URL/);
+      expect(() => compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBECONFIG: join(dir, 'none') }, dir)).toThrow(
+        /needs a cluster: run the manager in a pod .*KUBECONFIG or ~\/.kube\/config\), or set FNTS_K8S_API_URL/,
+      );
     });
 
     it.each([
       [{ FN_NODE_TYPE: 'lb', FN_RUNNER_ADDRESSES: 'r:9190' }, 'FN_NODE_TYPE=lb needs FN_RUNNER_API_URL'],
       [{ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080' }, 'or FN_NPM_ADDRESS, a pool manager that lists them'],
-      [{ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190', FN_NPM_ADDRESS: 'npm:9190' }, 'FN_RUNNER_ADDRESSES and FN_NPM_ADDRESS both set: an LB takes its runners from one of them'],
+      [
+        { FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190', FN_NPM_ADDRESS: 'npm:9190' },
+        'FN_RUNNER_ADDRESSES and FN_NPM_ADDRESS both set: an LB takes its runners from one of them',
+      ],
       [{ FN_NPM_ADDRESS: 'http://npm:9190' }, 'FN_NPM_ADDRESS=http://npm:9190 is not host:port'],
       [{ FNTS_NPM_ADVERTISE_MSECS: '10' }, 'FNTS_NPM_ADVERTISE_MSECS=10 is out of range; use a value from 50 to 600000 milliseconds'],
       [{ FNTS_NPM_POLL_MSECS: 'often' }, 'FNTS_NPM_POLL_MSECS=often is not a whole number of milliseconds'],
@@ -172,7 +184,7 @@ describe('compileConfig', () => {
       [{ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBECONFIG: '/nonexistent/kubeconfig' }, 'FNTS_CONTROL_PLANE=kubernetes needs a cluster'],
       [{ FNTS_CONTROL_PLANE: 'nomad' }, 'FNTS_CONTROL_PLANE=nomad is not supported; use one of: docker, swarm, kubernetes'],
       [{ FNTS_MIN_RUNNERS: '5', FNTS_MAX_RUNNERS: '2' }, 'FNTS_MIN_RUNNERS=5 is more than FNTS_MAX_RUNNERS=2'],
-      [{ FNTS_POOL_IOFS_PATH: '/tmp/a/very/long/folder/for/the/runners/sockets' }, 'is too long for the runners\' unix sockets'],
+      [{ FNTS_POOL_IOFS_PATH: '/tmp/a/very/long/folder/for/the/runners/sockets' }, "is too long for the runners' unix sockets"],
       [{ FNTS_PREDICTOR: 'oracle' }, 'FNTS_PREDICTOR=oracle is not supported; use one of: conservative, forecast'],
       [{ FNTS_RUNNER_PORT_RANGE: '9299-9200' }, 'FNTS_RUNNER_PORT_RANGE=9299-9200 is not a range of ports; use first-last, e.g. 9200-9299'],
       [{ FNTS_RUNNER_PORT_RANGE: '9200' }, 'FNTS_RUNNER_PORT_RANGE=9200 is not a range of ports'],

@@ -180,9 +180,7 @@ export interface PortRange {
  * set (the client certificates live in a folder).
  */
 export type EngineAddress =
-  | { readonly kind: 'unix'; readonly path: string }
-  | { readonly kind: 'tcp'; readonly host: string; readonly port: number; readonly tls: boolean }
-  | { readonly kind: 'other'; readonly url: string };
+  { readonly kind: 'unix'; readonly path: string } | { readonly kind: 'tcp'; readonly host: string; readonly port: number; readonly tls: boolean } | { readonly kind: 'other'; readonly url: string };
 
 /** How the fleet roles find each other (Fn's variables, and fnts's own for TLS and caching). */
 export interface FleetSettings {
@@ -463,7 +461,9 @@ function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
   const controlPlane = oneOf(env, 'FNTS_CONTROL_PLANE', ['docker', 'swarm', 'kubernetes'] as const, 'docker');
   const kubeconfig = read(env, 'KUBECONFIG') ?? join(homedir(), '.kube', 'config');
   if (nodeType === 'poolmanager' && controlPlane === 'kubernetes' && k8sApiUrl === undefined && read(env, 'KUBERNETES_SERVICE_HOST') === undefined && !existsSync(kubeconfig.split(delimiter)[0]!)) {
-    throw new ConfigError('FNTS_CONTROL_PLANE=kubernetes needs a cluster: run the manager in a pod (its service account is used), or give it a kubeconfig (KUBECONFIG or ~/.kube/config), or set FNTS_K8S_API_URL');
+    throw new ConfigError(
+      'FNTS_CONTROL_PLANE=kubernetes needs a cluster: run the manager in a pod (its service account is used), or give it a kubeconfig (KUBECONFIG or ~/.kube/config), or set FNTS_K8S_API_URL',
+    );
   }
   let namespace = read(env, 'FNTS_K8S_NAMESPACE');
   if (namespace === undefined) {
@@ -553,7 +553,10 @@ function readableFile(env: Env, name: string): string | undefined {
 }
 
 function fleetSettings(env: Env, nodeType: NodeType): FleetSettings {
-  const runnerAddresses = (read(env, 'FN_RUNNER_ADDRESSES') ?? '').split(',').map((a) => a.trim()).filter(Boolean);
+  const runnerAddresses = (read(env, 'FN_RUNNER_ADDRESSES') ?? '')
+    .split(',')
+    .map((a) => a.trim())
+    .filter(Boolean);
   for (const a of runnerAddresses) {
     if (!isHostPort(a)) throw new ConfigError(`FN_RUNNER_ADDRESSES has ${a}, which is not host:port; list the runners' gRPC addresses, e.g. 10.0.0.5:9190,10.0.0.6:9190`);
   }
@@ -569,11 +572,13 @@ function fleetSettings(env: Env, nodeType: NodeType): FleetSettings {
     if (runnerApiUrl === undefined) throw new ConfigError('FN_NODE_TYPE=lb needs FN_RUNNER_API_URL, the API node it reads apps and fns from (e.g. http://fn-api:8080)');
     if (runnerAddresses.length === 0 && npmAddress === undefined) {
       throw new ConfigError(
-        'FN_NODE_TYPE=lb needs FN_RUNNER_ADDRESSES, the runners it places calls on (host:port of each pure runner\'s FN_GRPC_PORT, comma separated), or FN_NPM_ADDRESS, a pool manager that lists them',
+        "FN_NODE_TYPE=lb needs FN_RUNNER_ADDRESSES, the runners it places calls on (host:port of each pure runner's FN_GRPC_PORT, comma separated), or FN_NPM_ADDRESS, a pool manager that lists them",
       );
     }
     if (runnerAddresses.length > 0 && npmAddress !== undefined) {
-      throw new ConfigError('FN_RUNNER_ADDRESSES and FN_NPM_ADDRESS both set: an LB takes its runners from one of them; keep FN_RUNNER_ADDRESSES for a fixed list, or FN_NPM_ADDRESS for the runners a pool manager lists');
+      throw new ConfigError(
+        'FN_RUNNER_ADDRESSES and FN_NPM_ADDRESS both set: an LB takes its runners from one of them; keep FN_RUNNER_ADDRESSES for a fixed list, or FN_NPM_ADDRESS for the runners a pool manager lists',
+      );
     }
   }
   const cert = readableFile(env, 'FNTS_GRPC_TLS_CERT');
@@ -615,7 +620,8 @@ export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
 
 function otlpProtocol(env: Env): OtlpProtocol {
   const name = read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
-  if (read(env, name)?.toLowerCase() === 'grpc') throw new ConfigError(`${name}=grpc is not supported: fnts sends spans over OTLP/HTTP; use http/protobuf (the default) or http/json, and the receiver's HTTP port (4318)`);
+  if (read(env, name)?.toLowerCase() === 'grpc')
+    throw new ConfigError(`${name}=grpc is not supported: fnts sends spans over OTLP/HTTP; use http/protobuf (the default) or http/json, and the receiver's HTTP port (4318)`);
   return oneOf(env, name, OTLP_PROTOCOLS, 'http/protobuf');
 }
 
@@ -630,7 +636,8 @@ function otlpTracesUrl(env: Env): string | undefined {
   } catch {
     // reported below
   }
-  if (scheme !== 'http:' && scheme !== 'https:') throw new ConfigError(`${name}=${traces ?? base} is not an http(s) URL; use e.g. http://localhost:4318 (an OTLP/HTTP receiver), or leave it unset to turn tracing off`);
+  if (scheme !== 'http:' && scheme !== 'https:')
+    throw new ConfigError(`${name}=${traces ?? base} is not an http(s) URL; use e.g. http://localhost:4318 (an OTLP/HTTP receiver), or leave it unset to turn tracing off`);
   return url;
 }
 

@@ -1,2 +1,17 @@
 export { compileConfig, ConfigError } from './config.js';
-export type { AgentSettings, Config, ControlPlaneKind, DetachedSettings, EngineAddress, PortRange, LogFormat, LogLevel, FleetSettings, NodeType, OtlpProtocol, PlacerKind, PoolSettings, TraceSampler } from './config.js';
+export type {
+  AgentSettings,
+  Config,
+  ControlPlaneKind,
+  DetachedSettings,
+  EngineAddress,
+  PortRange,
+  LogFormat,
+  LogLevel,
+  FleetSettings,
+  NodeType,
+  OtlpProtocol,
+  PlacerKind,
+  PoolSettings,
+  TraceSampler,
+} from './config.js';

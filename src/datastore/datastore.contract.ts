@@ -5,17 +5,7 @@
  *     runDatastoreContract('sqlite', () => openSqlite(':memory:'));
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  ApiError,
-  E,
-  newAppFromJson,
-  newFnFromJson,
-  newTriggerFromJson,
-  type App,
-  type ErrorDef,
-  type Fn,
-  type Trigger,
-} from '../models/index.js';
+import { ApiError, E, newAppFromJson, newFnFromJson, newTriggerFromJson, type App, type ErrorDef, type Fn, type Trigger } from '../models/index.js';
 import type { Datastore } from './datastore.js';
 
 async function expectError(p: Promise<unknown>, d: ErrorDef): Promise<void> {
@@ -39,8 +29,7 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
 
     const app = (n: string, extra: Record<string, unknown> = {}): Promise<App> => ds.insertApp(newAppFromJson({ name: n, ...extra }));
     const fn = (appId: string, n: string): Promise<Fn> => ds.insertFn(newFnFromJson({ app_id: appId, name: n, image: 'fnproject/hello' }));
-    const trigger = (a: App, f: Fn, n: string, source: string): Promise<Trigger> =>
-      ds.insertTrigger(newTriggerFromJson({ app_id: a.id, fn_id: f.id, name: n, type: 'http', source }));
+    const trigger = (a: App, f: Fn, n: string, source: string): Promise<Trigger> => ds.insertTrigger(newTriggerFromJson({ app_id: a.id, fn_id: f.id, name: n, type: 'http', source }));
 
     describe('apps', () => {
       it('stores an app exactly and finds it by id and by name', async () => {
@@ -59,7 +48,10 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
       it('reports a missing app as not found', async () => {
         await expectError(ds.getAppById('nope'), E.AppsNotFound);
         await expectError(ds.getAppByName('nope'), E.AppsNotFound);
-        await expectError(ds.updateApp('nope', (a) => a), E.AppsNotFound);
+        await expectError(
+          ds.updateApp('nope', (a) => a),
+          E.AppsNotFound,
+        );
         await expectError(ds.removeApp('nope'), E.AppsNotFound);
       });
 
@@ -140,7 +132,7 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
     });
 
     describe('fns', () => {
-      it('stores a fn with its app\'s shape', async () => {
+      it("stores a fn with its app's shape", async () => {
         const a = await app('shaped', { shape: 'GENERIC_ARM' });
         const f = await fn(a.id, 'f');
         expect(f.shape).toBe('GENERIC_ARM');
@@ -166,7 +158,7 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
         expect((await ds.listFns({ appId: a.id, perPage: 10 })).items).toHaveLength(1);
       });
 
-      it('lists only the app\'s fns, by name, with paging and a name filter', async () => {
+      it("lists only the app's fns, by name, with paging and a name filter", async () => {
         const a = await app('lister');
         const other = await app('other');
         for (const n of ['f3', 'f1', 'f2']) await fn(a.id, n);
@@ -242,9 +234,18 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
         const f2 = await fn(a.id, 'f2');
         const t1 = await trigger(a, f1, 't1', '/one');
         await trigger(a, f1, 't2', '/two');
-        await expectError(ds.updateTrigger(t1.id, (cur) => ({ ...cur, source: '/two' })), E.TriggerSourceExists);
-        await expectError(ds.updateTrigger(t1.id, (cur) => ({ ...cur, name: 't2' })), E.TriggerExists);
-        await expectError(ds.updateTrigger(t1.id, (cur) => ({ ...cur, fn_id: 'nope' })), E.FnsNotFound);
+        await expectError(
+          ds.updateTrigger(t1.id, (cur) => ({ ...cur, source: '/two' })),
+          E.TriggerSourceExists,
+        );
+        await expectError(
+          ds.updateTrigger(t1.id, (cur) => ({ ...cur, name: 't2' })),
+          E.TriggerExists,
+        );
+        await expectError(
+          ds.updateTrigger(t1.id, (cur) => ({ ...cur, fn_id: 'nope' })),
+          E.FnsNotFound,
+        );
         const moved = await ds.updateTrigger(t1.id, (cur) => ({ ...cur, fn_id: f2.id, name: 't2', source: '/moved' }));
         expect(await ds.getTriggerById(t1.id)).toEqual(moved);
         await ds.removeTrigger(t1.id);

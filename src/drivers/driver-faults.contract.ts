@@ -62,7 +62,13 @@ async function settled<T>(p: Promise<T>, ms: number): Promise<{ ok: true; value:
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<{ ok: 'never' }>((resolve) => (timer = setTimeout(() => resolve({ ok: 'never' }), ms)));
   try {
-    return await Promise.race([p.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error })), late]);
+    return await Promise.race([
+      p.then(
+        (value) => ({ ok: true as const, value }),
+        (error: unknown) => ({ ok: false as const, error }),
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -98,7 +104,11 @@ async function runCase(made: FaultyDriver, step: EngineStep, fixtures: DriverFau
   await check('ping()', driver.ping(), true);
   await check('listContainers()', driver.listContainers(labels), true);
   let cookie: Cookie | undefined;
-  await check('prepare()', driver.prepare(spec).then((c) => (cookie = c)), true);
+  await check(
+    'prepare()',
+    driver.prepare(spec).then((c) => (cookie = c)),
+    true,
+  );
   if (cookie) {
     if (await check('run()', cookie.run(), true)) {
       const stop = cookie.watchStats(() => undefined, 50);

@@ -202,7 +202,7 @@ export function runDriverContract(name: string, makeDriver: () => Driver | Promi
         expect(r.message).toContain(String(fixtures.exit.code));
       });
 
-      it('resolves a wait() taken before run() with the run\'s outcome', async () => {
+      it("resolves a wait() taken before run() with the run's outcome", async () => {
         const c = await prepare(spec(fixtures.exit));
         const waited = c.wait();
         // Held until the run is over; attached now so a broken driver's rejection is a failure of this test, not a stray fault.
@@ -336,7 +336,7 @@ export function runDriverContract(name: string, makeDriver: () => Driver | Promi
         expect(await driver.listContainers(mine())).toEqual([]);
       });
 
-      it('of a container that exited keeps the exit\'s outcome', async () => {
+      it("of a container that exited keeps the exit's outcome", async () => {
         const c = await prepare(spec(fixtures.exit));
         await c.run();
         const r = await ended(c);

@@ -175,17 +175,23 @@ export class LbAgent implements Invoker {
       throw err;
     } finally {
       // The call is over once the runner says so (its answer streamed), however it ended.
-      attempt.finished.then((f) => {
-        on.release();
-        this.wakeOne(call.fn.fnId, on);
-        const outcome = outcomeOf(call, status, f, error);
-        if (f && f.success && outcome.startedAt !== undefined) {
-          this.o.placer.report(call.fn.fnId, on, { kind: 'ran', waitMs: outcome.timings.wait_ms, ...(f.initStartTime > 0 ? { startMs: (outcome.timings.image_ms ?? 0) + (outcome.timings.create_ms ?? 0) + (outcome.timings.start_ms ?? 0) } : {}) });
-        }
-        settle(outcome);
-        this.tellCalls((l) => l.onCallEnd?.(call, outcome));
-        this.done(handle);
-      }).catch((err: unknown) => this.log.error({ err }, 'could not end a call placed on a runner'));
+      attempt.finished
+        .then((f) => {
+          on.release();
+          this.wakeOne(call.fn.fnId, on);
+          const outcome = outcomeOf(call, status, f, error);
+          if (f && f.success && outcome.startedAt !== undefined) {
+            this.o.placer.report(call.fn.fnId, on, {
+              kind: 'ran',
+              waitMs: outcome.timings.wait_ms,
+              ...(f.initStartTime > 0 ? { startMs: (outcome.timings.image_ms ?? 0) + (outcome.timings.create_ms ?? 0) + (outcome.timings.start_ms ?? 0) } : {}),
+            });
+          }
+          settle(outcome);
+          this.tellCalls((l) => l.onCallEnd?.(call, outcome));
+          this.done(handle);
+        })
+        .catch((err: unknown) => this.log.error({ err }, 'could not end a call placed on a runner'));
     }
   }
 

@@ -82,7 +82,7 @@ async function listing(members: Record<string, string[]>): Promise<ReturnType<ty
 const addresses = (runners: readonly { address: string }[]): string[] => runners.map((r) => r.address);
 
 describe('ManagedPool', () => {
-  it('asks for a group as soon as its first call arrives, and lists its runners in the manager\'s order', async () => {
+  it("asks for a group as soon as its first call arrives, and lists its runners in the manager's order", async () => {
     const manager = new FakeManager();
     manager.members.set('gpu', ['r3:9190', 'r1:9190', 'r2:9190']);
     const { pool } = managed(manager);
@@ -162,7 +162,7 @@ describe('ManagedPool', () => {
     expect(warnings.filter((w) => w.includes('what the runner groups need'))).toHaveLength(1);
   });
 
-  it('advertises each group\'s memory while its calls wait or run, zero once they are over, with this LB\'s id', async () => {
+  it("advertises each group's memory while its calls wait or run, zero once they are over, with this LB's id", async () => {
     const manager = new FakeManager();
     const { pool } = managed(manager);
     const calls = [pool.need('gpu', 512), pool.need('gpu', 128), pool.need('default', 256)];
@@ -175,9 +175,18 @@ describe('ManagedPool', () => {
     await pool.advertise();
     expect(manager.ads.map((a) => a.lbId)).toEqual(['lb-1', 'lb-1', 'lb-1']);
     expect(manager.ads.map((a) => a.snapshots)).toEqual([
-      [{ group: 'gpu', memMbTotal: 640 }, { group: 'default', memMbTotal: 256 }],
-      [{ group: 'gpu', memMbTotal: 128 }, { group: 'default', memMbTotal: 0 }],
-      [{ group: 'gpu', memMbTotal: 0 }, { group: 'default', memMbTotal: 0 }],
+      [
+        { group: 'gpu', memMbTotal: 640 },
+        { group: 'default', memMbTotal: 256 },
+      ],
+      [
+        { group: 'gpu', memMbTotal: 128 },
+        { group: 'default', memMbTotal: 0 },
+      ],
+      [
+        { group: 'gpu', memMbTotal: 0 },
+        { group: 'default', memMbTotal: 0 },
+      ],
     ]);
     expect(Math.abs(manager.ads[0]!.at - Date.now())).toBeLessThan(5_000);
   });

@@ -293,7 +293,8 @@ export class ManagedPool implements RunnerPool {
           if (!this.closing) this.apply(name, g, addresses);
         },
         (err: unknown) => {
-          if (!this.pollFailing) this.o.log.warn({ err, group: name }, 'cannot ask the pool manager for a group\'s runners: placing calls on the runners it listed last (check FN_NPM_ADDRESS and that the manager runs)');
+          if (!this.pollFailing)
+            this.o.log.warn({ err, group: name }, "cannot ask the pool manager for a group's runners: placing calls on the runners it listed last (check FN_NPM_ADDRESS and that the manager runs)");
           this.pollFailing = true;
         },
       )
@@ -334,10 +335,11 @@ export class ManagedPool implements RunnerPool {
     if (snapshots.length === 0) return;
     try {
       await this.o.manager.advertiseCapacity({ lbId: this.o.lbId, at: Date.now(), snapshots }, this.timeoutMs);
-      if (this.advertiseFailing) this.o.log.info('the pool manager takes this LB\'s capacity needs again');
+      if (this.advertiseFailing) this.o.log.info("the pool manager takes this LB's capacity needs again");
       this.advertiseFailing = false;
     } catch (err) {
-      if (!this.advertiseFailing) this.o.log.warn({ err }, 'cannot tell the pool manager what the runner groups need: it cannot scale them for this LB\'s calls until it answers (check FN_NPM_ADDRESS)');
+      if (!this.advertiseFailing)
+        this.o.log.warn({ err }, "cannot tell the pool manager what the runner groups need: it cannot scale them for this LB's calls until it answers (check FN_NPM_ADDRESS)");
       this.advertiseFailing = true;
     }
   }

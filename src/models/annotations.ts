@@ -4,13 +4,7 @@
  * values are any non-empty JSON value whose compact form is at most 512 bytes;
  * at most 100 keys. In an update, a key set to "" or null is removed.
  */
-import {
-  ApiError,
-  E,
-  MAX_ANNOTATION_KEY_BYTES,
-  MAX_ANNOTATION_KEYS,
-  MAX_ANNOTATION_VALUE_BYTES,
-} from './errors.js';
+import { ApiError, E, MAX_ANNOTATION_KEY_BYTES, MAX_ANNOTATION_KEYS, MAX_ANNOTATION_VALUE_BYTES } from './errors.js';
 import { mergeMap } from './common.js';
 
 export type Annotations = Readonly<Record<string, unknown>>;

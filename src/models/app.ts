@@ -126,10 +126,7 @@ export function applyAppPatch(current: App, patch: AppPatch): App {
     syslog_url: syslog,
   };
   validateApp(next);
-  const changed =
-    !configEqual(next.config, current.config) ||
-    !annotationsEqual(next.annotations, current.annotations) ||
-    next.syslog_url !== current.syslog_url;
+  const changed = !configEqual(next.config, current.config) || !annotationsEqual(next.annotations, current.annotations) || next.syslog_url !== current.syslog_url;
   return changed ? { ...next, updated_at: now() } : current;
 }
 

@@ -45,7 +45,7 @@ describe('Call as Fn models.Call JSON', () => {
     expect(callFromJson(JSON.parse(JSON.stringify(json)))).toEqual(call);
   });
 
-  it('carries the app\'s runner group through the JSON (a detached call keeps it in the queue), leaving the default unwritten', () => {
+  it("carries the app's runner group through the JSON (a detached call keeps it in the queue), leaving the default unwritten", () => {
     const call = sample();
     expect(call.fn.runnerGroup).toBe('default');
     expect(callToJson(call)).not.toHaveProperty('runner_group');

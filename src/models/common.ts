@@ -114,11 +114,7 @@ export function mergeConfig(current: ConfigMap, change: ConfigMap | undefined): 
  * Built with Object.fromEntries so that a key such as "__proto__" stays an
  * ordinary entry instead of touching the object's prototype.
  */
-export function mergeMap<V>(
-  current: Readonly<Record<string, V>>,
-  change: Readonly<Record<string, V>> | undefined,
-  isDelete: (value: V) => boolean,
-): Readonly<Record<string, V>> {
+export function mergeMap<V>(current: Readonly<Record<string, V>>, change: Readonly<Record<string, V>> | undefined, isDelete: (value: V) => boolean): Readonly<Record<string, V>> {
   if (change === undefined) return current;
   const next = new Map(Object.entries(current));
   for (const [key, value] of Object.entries(change)) {

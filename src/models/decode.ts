@@ -85,7 +85,6 @@ export function optValueMap(obj: JsonObject, name: string): Record<string, unkno
   return Object.fromEntries(Object.entries(v as JsonObject).map(([k, value]) => [clean(k), value]));
 }
 
-
 /**
  * Annotations as sent; the endpoint annotations fnts computes on every read
  * are dropped, since clients (the fn CLI among them) echo them back in updates.

@@ -58,7 +58,7 @@ const FN_MESSAGES: Record<string, [number, string]> = {
 };
 
 describe('error catalog', () => {
-  it.each(Object.entries(FN_MESSAGES))('%s answers with Fn\'s status and message', (name, [status, message]) => {
+  it.each(Object.entries(FN_MESSAGES))("%s answers with Fn's status and message", (name, [status, message]) => {
     const entry = (E as Record<string, { status: number; message: string; code: string }>)[name];
     expect(entry).toBeDefined();
     expect({ status: entry!.status, message: entry!.message, code: entry!.code }).toEqual({ status, message, code: name });

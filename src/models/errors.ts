@@ -148,9 +148,17 @@ export const E = Object.freeze({
   InvalidAnnotationKey: def('InvalidAnnotationKey', 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'),
   InvalidAnnotationKeyLength: def('InvalidAnnotationKeyLength', 400, `Invalid annotation key length, annotation keys may not be larger than ${MAX_ANNOTATION_KEY_BYTES} bytes`),
   InvalidAnnotationValue: def('InvalidAnnotationValue', 400, 'Invalid annotation value, annotation values may only be non-empty strings, numbers, objects, or arrays'),
-  InvalidAnnotationValueLength: def('InvalidAnnotationValueLength', 400, `Invalid annotation value length, annotation values may not be larger than ${MAX_ANNOTATION_VALUE_BYTES} bytes when serialized as JSON`),
+  InvalidAnnotationValueLength: def(
+    'InvalidAnnotationValueLength',
+    400,
+    `Invalid annotation value length, annotation values may not be larger than ${MAX_ANNOTATION_VALUE_BYTES} bytes when serialized as JSON`,
+  ),
   InvalidAsyncMaxAttempts: def('InvalidAsyncMaxAttempts', 400, 'Invalid annotation fnts.io/async-max-attempts, it must be a whole number from 1 to 10'),
-  InvalidRunnerGroup: def('InvalidRunnerGroup', 400, "Invalid annotation fnts.io/runner-group, it must be a string of 1 to 40 lower case letters, digits and '-', starting and ending with a letter or digit"),
+  InvalidRunnerGroup: def(
+    'InvalidRunnerGroup',
+    400,
+    "Invalid annotation fnts.io/runner-group, it must be a string of 1 to 40 lower case letters, digits and '-', starting and ending with a letter or digit",
+  ),
   TooManyAnnotationKeys: def('TooManyAnnotationKeys', 400, `Invalid annotation change, new key(s) exceed maximum permitted number of annotations keys (${MAX_ANNOTATION_KEYS})`),
 } as const);
 

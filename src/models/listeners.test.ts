@@ -7,9 +7,14 @@ describe('tellEach', () => {
     const logged: Array<[object, string]> = [];
     const log = { error: (fields: object, message: string) => void logged.push([fields, message]) };
     const bug = new Error('listener bug');
-    const listeners = [(x: string) => told.push(`a ${x}`), undefined, () => {
-      throw bug;
-    }, (x: string) => told.push(`c ${x}`)];
+    const listeners = [
+      (x: string) => told.push(`a ${x}`),
+      undefined,
+      () => {
+        throw bug;
+      },
+      (x: string) => told.push(`c ${x}`),
+    ];
     tellEach(listeners, (l) => l('news'), log, 'a news listener', { news: 1 });
     expect(told).toEqual(['a news', 'c news']);
     expect(logged).toEqual([[{ err: bug, news: 1 }, 'a news listener threw; it is skipped (listeners must not throw)']]);

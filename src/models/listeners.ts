@@ -21,13 +21,7 @@ export interface ListenerFaultLog {
  * throw)", with `fields` beside the error, and skipped. Without a `log` the
  * fault is only skipped. Never throws.
  */
-export function tellEach<L>(
-  listeners: Iterable<L | undefined> | undefined,
-  tell: (listener: L) => void,
-  log: ListenerFaultLog | undefined,
-  who: string,
-  fields?: object,
-): void {
+export function tellEach<L>(listeners: Iterable<L | undefined> | undefined, tell: (listener: L) => void, log: ListenerFaultLog | undefined, who: string, fields?: object): void {
   if (listeners === undefined) return;
   for (const listener of listeners) {
     if (listener === undefined) continue;

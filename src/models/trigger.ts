@@ -140,11 +140,7 @@ export function applyTriggerPatch(current: Trigger, patch: TriggerPatch): Trigge
     annotations: mergeAnnotations(current.annotations, patch.annotations),
   };
   validateTrigger(next);
-  const changed =
-    next.name !== current.name ||
-    next.fn_id !== current.fn_id ||
-    next.source !== current.source ||
-    !annotationsEqual(next.annotations, current.annotations);
+  const changed = next.name !== current.name || next.fn_id !== current.fn_id || next.source !== current.source || !annotationsEqual(next.annotations, current.annotations);
   return changed ? { ...next, updated_at: now() } : current;
 }
 

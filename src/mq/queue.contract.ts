@@ -112,7 +112,7 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       await q.retry('again', 5000, true);
       await q.retry('busy', 0, false);
       await q.dead('bad', 'crashed 3 times');
-      expect((await q.reserve(30_000, 'w1'))).toMatchObject({ id: 'busy', attempts: 0 });
+      expect(await q.reserve(30_000, 'w1')).toMatchObject({ id: 'busy', attempts: 0 });
       expect(await q.reserve(30_000, 'w1')).toBeUndefined();
       t += 5000;
       expect(await q.reserve(30_000, 'w1')).toMatchObject({ id: 'again', attempts: 1 });

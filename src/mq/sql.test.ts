@@ -12,7 +12,10 @@ describe('the SQL queue', () => {
   it('writes a large body a chunk at a time, and removes the body of an enqueue that never finished once it is old', async () => {
     const ds = await openSqlite(':memory:');
     let t = 1_000_000;
-    const queue = new SqlQueue(() => ds.database(), () => t);
+    const queue = new SqlQueue(
+      () => ds.database(),
+      () => t,
+    );
     try {
       const body = Buffer.alloc(1024 * 1024 + 5, 7);
       await queue.enqueue({ id: 'big', fnId: 'f1', callJson: '{}', body, maxAttempts: 3 });
@@ -20,7 +23,11 @@ describe('the SQL queue', () => {
       expect(chunks.length).toBeGreaterThan(1);
       expect((await queue.reserve(1000, 'w'))!.body.equals(body)).toBe(true);
       // A body written by an enqueue that crashed before its item.
-      await ds.database().insertInto('mq_bodies').values({ id: 'orphan', seq: 0, chunk: Buffer.from('x'), created_at: t }).execute();
+      await ds
+        .database()
+        .insertInto('mq_bodies')
+        .values({ id: 'orphan', seq: 0, chunk: Buffer.from('x'), created_at: t })
+        .execute();
       t += 60_000;
       await queue.pruneDead(t);
       expect(await ds.database().selectFrom('mq_bodies').select('id').where('id', '=', 'orphan').execute()).toHaveLength(1);

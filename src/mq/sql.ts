@@ -55,12 +55,7 @@ export class SqlQueue implements Queue {
         .transaction()
         .execute(async (trx) => {
           if (key !== undefined) {
-            const earlier = await trx
-              .selectFrom('mq_keys')
-              .select(['call_id', 'created_at'])
-              .where('fn_id', '=', item.fnId)
-              .where('key', '=', key)
-              .executeTakeFirst();
+            const earlier = await trx.selectFrom('mq_keys').select(['call_id', 'created_at']).where('fn_id', '=', item.fnId).where('key', '=', key).executeTakeFirst();
             if (earlier && earlier.created_at > at - IDEMPOTENCY_WINDOW_MS) return earlier.call_id;
             await trx
               .insertInto('mq_keys')
@@ -68,7 +63,10 @@ export class SqlQueue implements Queue {
               .onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
               .execute();
             // Keys past their window are of no use any more.
-            await trx.deleteFrom('mq_keys').where('created_at', '<=', at - IDEMPOTENCY_WINDOW_MS).execute();
+            await trx
+              .deleteFrom('mq_keys')
+              .where('created_at', '<=', at - IDEMPOTENCY_WINDOW_MS)
+              .execute();
           }
           await trx
             .insertInto('mq')
@@ -124,7 +122,12 @@ export class SqlQueue implements Queue {
         state: 'leased',
         lease_until: now + leaseMs,
         leased_by: holder,
-        redeliveries: eb.case().when('state', '=', 'leased').then(eb('redeliveries', '+', 1)).else(eb.ref('redeliveries')).end(),
+        redeliveries: eb
+          .case()
+          .when('state', '=', 'leased')
+          .then(eb('redeliveries', '+', 1))
+          .else(eb.ref('redeliveries'))
+          .end(),
       }))
       .where('id', '=', (eb) =>
         eb
@@ -172,7 +175,12 @@ export class SqlQueue implements Queue {
   }
 
   async extend(id: string, leaseMs: number): Promise<void> {
-    await this.db().updateTable('mq').set({ lease_until: this.now() + leaseMs }).where('id', '=', id).where('state', '=', 'leased').execute();
+    await this.db()
+      .updateTable('mq')
+      .set({ lease_until: this.now() + leaseMs })
+      .where('id', '=', id)
+      .where('state', '=', 'leased')
+      .execute();
   }
 
   async ack(id: string): Promise<void> {
@@ -218,7 +226,11 @@ export class SqlQueue implements Queue {
   async has(ids: readonly string[]): Promise<Set<string>> {
     const held = new Set<string>();
     for (let i = 0; i < ids.length; i += IDS_PER_QUERY) {
-      const rows = await this.db().selectFrom('mq').select('id').where('id', 'in', ids.slice(i, i + IDS_PER_QUERY)).execute();
+      const rows = await this.db()
+        .selectFrom('mq')
+        .select('id')
+        .where('id', 'in', ids.slice(i, i + IDS_PER_QUERY))
+        .execute();
       for (const r of rows) held.add(r.id);
     }
     return held;

@@ -2,9 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { CapacityBook } from './capacity.js';
 
 describe('CapacityBook', () => {
-  it('sums a group\'s requirements over the LBs, the latest from each', () => {
+  it("sums a group's requirements over the LBs, the latest from each", () => {
     const book = new CapacityBook({ ttlMs: 1000 });
-    book.advertise('lb-1', [['default', 512], ['gpu', 100]], 0);
+    book.advertise(
+      'lb-1',
+      [
+        ['default', 512],
+        ['gpu', 100],
+      ],
+      0,
+    );
     book.advertise('lb-2', [['default', 256]], 0);
     book.advertise('lb-1', [['default', 128]], 10);
     expect(book.demand('default', 20)).toBe(384);
@@ -15,7 +22,14 @@ describe('CapacityBook', () => {
 
   it('lets a requirement that is not restated expire after the TTL', () => {
     const book = new CapacityBook({ ttlMs: 1000 });
-    book.advertise('lb-1', [['default', 512], ['gpu', 100]], 0);
+    book.advertise(
+      'lb-1',
+      [
+        ['default', 512],
+        ['gpu', 100],
+      ],
+      0,
+    );
     book.advertise('lb-1', [['default', 512]], 900);
     expect(book.demand('gpu', 1000)).toBe(100);
     expect(book.demand('gpu', 1001)).toBe(0);
@@ -36,7 +50,12 @@ describe('CapacityBook', () => {
   });
 
   it('takes a negative requirement as none, and a group named only by a membership request as known', () => {
-    const book = new CapacityBook({ ttlMs: 1000, onPurge: () => { throw new Error('a listener fault'); } });
+    const book = new CapacityBook({
+      ttlMs: 1000,
+      onPurge: () => {
+        throw new Error('a listener fault');
+      },
+    });
     book.advertise('lb-1', [['default', -5]], 0);
     expect(book.demand('default', 0)).toBe(0);
     book.touch('batch');

@@ -46,7 +46,14 @@ export function runControlPlaneContract(name: string, makePlane: () => Promise<C
         const rs = await plane.runners(g);
         if (rs.length !== n || rs.some((r) => r.address === undefined)) return undefined;
         if (options.live) {
-          const answers = await Promise.all(rs.map((r) => status.probe(r.address!).then((active) => active === 0, () => false)));
+          const answers = await Promise.all(
+            rs.map((r) =>
+              status.probe(r.address!).then(
+                (active) => active === 0,
+                () => false,
+              ),
+            ),
+          );
           if (answers.includes(false)) return undefined;
         }
         return rs;

@@ -14,16 +14,7 @@ export { plan } from './plan.js';
 export type { Plan, PlanInput } from './plan.js';
 export { conservative, forecast, forecastWith, FORECAST_TUNING, PREDICTOR_NAMES, PREDICTORS } from './predictors.js';
 export type { DemandSample, ForecastTuning, Predictor, PredictorContext, PredictorName } from './predictors.js';
-export type {
-  CapacityNeeds,
-  CapacitySnapshotListMsg,
-  CapacitySnapshotMsg,
-  LBGroupIdMsg,
-  LBGroupMembershipMsg,
-  PoolManagerClient,
-  PoolManagerClientOptions,
-  PoolRunnerMsg,
-} from '../rpc/index.js';
+export type { CapacityNeeds, CapacitySnapshotListMsg, CapacitySnapshotMsg, LBGroupIdMsg, LBGroupMembershipMsg, PoolManagerClient, PoolManagerClientOptions, PoolRunnerMsg } from '../rpc/index.js';
 export { PoolManagerServer } from './server.js';
 export type { PoolManagerServerOptions } from './server.js';
 export { RunnerStatus } from './status.js';

@@ -108,7 +108,7 @@ describe('PoolManager', () => {
     expect(t.events).toEqual(['+2 default']);
   });
 
-  it('scales to the group\'s minimum once its LB stops advertising', async () => {
+  it("scales to the group's minimum once its LB stops advertising", async () => {
     const t = setup({ minRunners: 1 });
     t.book.advertise('lb-1', [['default', 3000]], t.now());
     await t.tick();

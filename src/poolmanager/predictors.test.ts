@@ -18,7 +18,7 @@ describe('conservative (seed 003)', () => {
 });
 
 describe('forecast (ours)', () => {
-  it('wants nothing without demand and the demand\'s runners once it holds steady', () => {
+  it("wants nothing without demand and the demand's runners once it holds steady", () => {
     expect(forecast([], ctx)).toBe(0);
     expect(forecast(series(Array(20).fill(0)), ctx)).toBe(0);
     expect(forecast(series(Array(20).fill(3000)), ctx)).toBe(3);
@@ -39,7 +39,7 @@ describe('forecast (ours)', () => {
     expect(forecast(spike, ctx)).toBe(1);
   });
 
-  it('follows a fall without projecting it: runners drain in a call\'s time', () => {
+  it("follows a fall without projecting it: runners drain in a call's time", () => {
     const fall = series([...Array(10).fill(8000), ...Array.from({ length: 10 }, (_, i) => 8000 - 700 * (i + 1))]);
     const wanted = forecast(fall, ctx);
     expect(wanted).toBeGreaterThanOrEqual(1);
@@ -47,8 +47,14 @@ describe('forecast (ours)', () => {
   });
 
   it('reads samples at any spacing: the trend is per millisecond', () => {
-    const fast = series(Array.from({ length: 23 }, (_, i) => 250 * i), 500);
-    const slow = series(Array.from({ length: 12 }, (_, i) => 500 * i), 1000);
+    const fast = series(
+      Array.from({ length: 23 }, (_, i) => 250 * i),
+      500,
+    );
+    const slow = series(
+      Array.from({ length: 12 }, (_, i) => 500 * i),
+      1000,
+    );
     expect(Math.abs(forecast(fast, ctx) - forecast(slow, ctx))).toBeLessThanOrEqual(1);
   });
 });
@@ -123,7 +129,7 @@ function simulate(predictor: Predictor, demand: readonly number[], delayS: numbe
 }
 
 describe('a bursty trace through both predictors (simulated, 128 MB calls, 1000 MB runners)', () => {
-  it('ours refuses fewer calls than seed 003\'s with no more runner-seconds, for runners that start in 2 to 5 s', () => {
+  it("ours refuses fewer calls than seed 003's with no more runner-seconds, for runners that start in 2 to 5 s", () => {
     const rows: string[] = [];
     const sum = (rs: readonly SimResult[]): SimResult => ({ refused: rs.reduce((n, r) => n + r.refused, 0), runnerSeconds: rs.reduce((n, r) => n + r.runnerSeconds, 0) });
     const line = (what: string, a: SimResult, b: SimResult): string =>

@@ -13,7 +13,11 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
   const { pool } = config;
   const log = logger.child({ module: 'poolmanager' });
   // Runners get the settings that make them part of this fleet.
-  const runnerEnv: Record<string, string> = { FN_LOG_LEVEL: config.logLevel, FN_LOG_FORMAT: config.logFormat, ...(config.agent.containerTag ? { FN_CONTAINER_LABEL_TAG: config.agent.containerTag } : {}) };
+  const runnerEnv: Record<string, string> = {
+    FN_LOG_LEVEL: config.logLevel,
+    FN_LOG_FORMAT: config.logFormat,
+    ...(config.agent.containerTag ? { FN_CONTAINER_LABEL_TAG: config.agent.containerTag } : {}),
+  };
   const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag);
   const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
   const tls = fleetTls(config);

@@ -50,7 +50,17 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   let app;
   try {
     const metrics = config.metrics ? new Metrics({ role: config.nodeType, version: VERSION }) : undefined;
-    tracing = config.otlpTracesUrl ? startTracing({ url: config.otlpTracesUrl, protocol: config.otlpProtocol, serviceName: config.otelServiceName, version: VERSION, role: config.nodeType, sampler: config.otelSampler, log: logger }) : undefined;
+    tracing = config.otlpTracesUrl
+      ? startTracing({
+          url: config.otlpTracesUrl,
+          protocol: config.otlpProtocol,
+          serviceName: config.otelServiceName,
+          version: VERSION,
+          role: config.nodeType,
+          sampler: config.otelSampler,
+          log: logger,
+        })
+      : undefined;
     if (tracing) logger.info({ url: config.otlpTracesUrl }, 'tracing on: spans go to the OTLP endpoint');
     await ROLES[config.nodeType]({ config, logger, metrics, tracing }, made);
     const { datastore, queue } = made;

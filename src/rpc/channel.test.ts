@@ -42,8 +42,8 @@ function ask(channel: H2Channel): Promise<number | Error> {
   });
 }
 
-describe('H2Channel (the LB\'s connection to a runner)', () => {
-  it('pings the runner, and half as often once it says too many pings (as Fn\'s Go runners do)', async () => {
+describe("H2Channel (the LB's connection to a runner)", () => {
+  it("pings the runner, and half as often once it says too many pings (as Fn's Go runners do)", async () => {
     let pings = 0;
     const port = await server((session) => {
       session.on('ping', () => {
@@ -111,4 +111,3 @@ describe('H2Channel (the LB\'s connection to a runner)', () => {
     expect(most).toBe(2);
   });
 });
-

@@ -32,7 +32,16 @@ async function manager(): Promise<{ port: number; ads: CapacitySnapshotList[] }>
       },
       getLBGroup({ id }) {
         invalid(id);
-        return { group_id: { id }, runners: id === 'default' ? [{ address: 'r1:9190', client_key: new Uint8Array(0) }, { address: 'r2:9190', client_key: new Uint8Array(0) }] : [] };
+        return {
+          group_id: { id },
+          runners:
+            id === 'default'
+              ? [
+                  { address: 'r1:9190', client_key: new Uint8Array(0) },
+                  { address: 'r2:9190', client_key: new Uint8Array(0) },
+                ]
+              : [],
+        };
       },
     }),
   });
@@ -52,7 +61,10 @@ describe('the pool manager protocol', () => {
     const { port, ads } = await manager();
     const scaler = grpcJsClient('fn-poolmanager', 'NodePoolScaler', port);
     const runners = grpcJsClient('fn-poolmanager', 'RunnerManager', port);
-    closers.push(() => scaler.close(), () => runners.close());
+    closers.push(
+      () => scaler.close(),
+      () => runners.close(),
+    );
     const call = (c: typeof scaler, method: string, request: object): Promise<Record<string, unknown>> =>
       new Promise((resolve, reject) => c[method]!(request, (err: grpc.ServiceError | null, answer: Record<string, unknown>) => (err ? reject(err) : resolve(answer))));
 

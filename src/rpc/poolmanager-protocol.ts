@@ -14,7 +14,13 @@ import { CapacitySnapshotList, google, LBGroupId, LBGroupMembership } from './ge
 import { unary, type GrpcHandler } from './server.js';
 import { encodeEmpty, encodeMessage, GrpcError, GrpcStatus, type MessageCodec } from './wire.js';
 
-export type { CapacitySnapshot as CapacitySnapshotMsg, CapacitySnapshotList as CapacitySnapshotListMsg, LBGroupId as LBGroupIdMsg, LBGroupMembership as LBGroupMembershipMsg, Runner as PoolRunnerMsg } from './gen/fn-poolmanager.js';
+export type {
+  CapacitySnapshot as CapacitySnapshotMsg,
+  CapacitySnapshotList as CapacitySnapshotListMsg,
+  LBGroupId as LBGroupIdMsg,
+  LBGroupMembership as LBGroupMembershipMsg,
+  Runner as PoolRunnerMsg,
+} from './gen/fn-poolmanager.js';
 export type TimestampMsg = google.protobuf.Timestamp;
 
 /** Paths of the two services' methods (the proto has no package). */

@@ -45,7 +45,7 @@ describe('ResetFilter', () => {
   const streams = [stream(1, true, false), stream(3, false, false), stream(5, true, false), stream(7, true, true)];
   const expected = Buffer.concat([PREFACE, settings, data(1), frame(0x0, 0x1, 1), rst(3, 0), rst(5, 8), rst(7, 0), data(9)]);
 
-  it.each([1, 2, 7, 13, 1000])('hands on every frame unchanged but the client\'s end of an answered stream, however the bytes are cut (pieces of %i)', async (piece) => {
+  it.each([1, 2, 7, 13, 1000])("hands on every frame unchanged but the client's end of an answered stream, however the bytes are cut (pieces of %i)", async (piece) => {
     const { out, counted } = await through(input, piece, streams);
     expect(out.equals(expected)).toBe(true);
     expect(counted).toBe(3);

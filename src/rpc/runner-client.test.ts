@@ -66,7 +66,19 @@ describe('RunnerClient', () => {
 
   /** A runner whose Engage runs `serve` once the request's last frame came. */
   async function runner(serve: (call: GrpcServerCall) => void): Promise<string> {
-    server = new GrpcH2Server({ maxMessageBytes: 1 << 20, methods: new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => undefined, () => serve(call))]]) });
+    server = new GrpcH2Server({
+      maxMessageBytes: 1 << 20,
+      methods: new Map([
+        [
+          ENGAGE_PATH,
+          (call: GrpcServerCall) =>
+            call.receive(
+              () => undefined,
+              () => serve(call),
+            ),
+        ],
+      ]),
+    });
     return `127.0.0.1:${await server.listen('127.0.0.1', 0)}`;
   }
   const done: CallFinishedMsg = { ...refusalMessage('id', 0, ''), success: true, startedAt: 's', completedAt: 'c' };
@@ -132,4 +144,3 @@ describe('RunnerClient', () => {
     await expect(attempt.response).rejects.toMatchObject({ status: 502, message: 'the function crashed' });
   });
 });
-

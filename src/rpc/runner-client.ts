@@ -20,7 +20,18 @@ import { constants as h2, type ClientHttp2Stream, type IncomingHttpHeaders } fro
 import { PassThrough } from 'node:stream';
 import { type CallResponse, type RawHeaders, triggerAnswer } from '../call/index.js';
 import { remoteError, type Call } from '../models/index.js';
-import { DRAINING_HEADER, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, roomFromRefusal, wireCallJson, type CallFinishedMsg, type RunnerMsg, type RunnerStatusMsg } from './runner-protocol.js';
+import {
+  DRAINING_HEADER,
+  LOG_EXTENSION,
+  LOG_TRAILER,
+  MAKE_ROOM_EXTENSION,
+  MAX_FRAME_BYTES,
+  roomFromRefusal,
+  wireCallJson,
+  type CallFinishedMsg,
+  type RunnerMsg,
+  type RunnerStatusMsg,
+} from './runner-protocol.js';
 import { asBuffer, decodeRunnerMsg, decodeRunnerStatus, encodeClientMsg, encodeEmpty, ENGAGE_PATH, GrpcStatus, MAX_MESSAGE_BYTES, MessageReader, STATUS_PATH } from './wire.js';
 import { grpcEnd, grpcHeaders, H2Channel, type ChannelTls, type GrpcEnd } from './channel.js';
 
@@ -50,7 +61,6 @@ export interface RunnerClientOptions {
   /** Added to each call's timeout for the stream's deadline (the runner enforces the timeout itself). */
   readonly graceMs?: number;
 }
-
 
 /**
  * What an LB sends to whichever runner takes a call, made once per call

@@ -114,7 +114,13 @@ describe('the runner gRPC server on node:http2', () => {
     const port = await start(() => (cancelled = true));
     const session = connect(`http://127.0.0.1:${port}`);
     session.on('error', () => undefined);
-    const stream = session.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers', 'grpc-timeout': '80m' });
+    const stream = session.request({
+      [h2.HTTP2_HEADER_METHOD]: 'POST',
+      [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH,
+      [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
+      te: 'trailers',
+      'grpc-timeout': '80m',
+    });
     stream.on('error', () => undefined);
     stream.write(encodeClientMsg({ try: { models_call_json: 'wait', slot_hash_id: '', extensions: {} } }));
     const trailers = await new Promise<Record<string, unknown>>((resolve) => stream.once('trailers', resolve));
@@ -130,7 +136,11 @@ describe('the runner gRPC server on node:http2', () => {
    * flight stay where they are. With `fnts`, the connections carry fnts's
    * LB's setting (FNTS_CLIENT_SETTING).
    */
-  async function resettingClient(port: number, calls: number, fnts: boolean): Promise<{ results: string[]; goaways: Array<{ code: number; lastStreamId: number }>; connections: number; perSecond: number }> {
+  async function resettingClient(
+    port: number,
+    calls: number,
+    fnts: boolean,
+  ): Promise<{ results: string[]; goaways: Array<{ code: number; lastStreamId: number }>; connections: number; perSecond: number }> {
     const goaways: Array<{ code: number; lastStreamId: number }> = [];
     const opened: ClientHttp2Session[] = [];
     let session!: ClientHttp2Session;
@@ -147,7 +157,10 @@ describe('the runner gRPC server on node:http2', () => {
     dial();
     const engage = (): Promise<'ok' | string> =>
       new Promise((resolve) => {
-        const stream = session.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers' }, { endStream: false });
+        const stream = session.request(
+          { [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers' },
+          { endStream: false },
+        );
         let status: string | undefined;
         stream.on('trailers', (t) => {
           status = String(t['grpc-status']);
@@ -185,7 +198,7 @@ describe('the runner gRPC server on node:http2', () => {
     expect(connections).toBe(1);
   });
 
-  it("retires gracefully, with a shutdown notice, the connection of an fnts client that resets what it should not (it skips the filter)", async () => {
+  it('retires gracefully, with a shutdown notice, the connection of an fnts client that resets what it should not (it skips the filter)', async () => {
     server = new GrpcH2Server({ maxMessageBytes: 1024, methods: answersOk() });
     const port = await server.listen('127.0.0.1', 0);
     const { results, goaways } = await resettingClient(port, 2500, true);
@@ -194,7 +207,7 @@ describe('the runner gRPC server on node:http2', () => {
     expect(goaways.every((g) => g.code === h2.NGHTTP2_NO_ERROR && g.lastStreamId === 2 ** 31 - 1)).toBe(true);
   });
 
-  it('still counts, toward nghttp2\'s limit, resets of calls the runner is serving (the rapid-reset attack): the connection is retired gracefully, not cut', async () => {
+  it("still counts, toward nghttp2's limit, resets of calls the runner is serving (the rapid-reset attack): the connection is retired gracefully, not cut", async () => {
     // A call that never ends: each reset cuts work in progress.
     server = new GrpcH2Server({ maxMessageBytes: 1024, methods: new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => undefined)]]) });
     const port = await server.listen('127.0.0.1', 0);

@@ -31,7 +31,25 @@ describe('the runner protocol on the wire', () => {
     expect(decoded[1]).toMatchObject({ body: 'data', data: { eof: true } });
     expect(Buffer.from((decoded[1] as { data: { data: Buffer } }).data.data).toString()).toBe('hello');
 
-    const sent: RunnerMsg = { finished: { success: true, details: 'id', errorCode: 0, errorStr: '', createdAt: 'c', startedAt: 's', completedAt: 'e', schedulerDuration: 12_000_000_000, executionDuration: 5, errorUser: false, image: 'img', imagePullWaitDuration: 0, ctrPrepDuration: 0, ctrCreateDuration: 0, initStartTime: 0 } };
+    const sent: RunnerMsg = {
+      finished: {
+        success: true,
+        details: 'id',
+        errorCode: 0,
+        errorStr: '',
+        createdAt: 'c',
+        startedAt: 's',
+        completedAt: 'e',
+        schedulerDuration: 12_000_000_000,
+        executionDuration: 5,
+        errorUser: false,
+        image: 'img',
+        imagePullWaitDuration: 0,
+        ctrPrepDuration: 0,
+        ctrCreateDuration: 0,
+        initStartTime: 0,
+      },
+    };
     const back = decodeRunnerMsg(engage.responseSerialize(sent));
     // `body` (which oneof field is set) is a getter of the generated class.
     expect({ ...back, body: back.body }).toEqual(engage.responseDeserialize(engage.responseSerialize(sent)));

@@ -24,7 +24,34 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, type CallResponse, type Invoker, encodeTriggerAnswer, undecorateTrigger } from '../call/index.js';
 import { ApiError, callFromJson, E, tellEach, type Call, type CallFn } from '../models/index.js';
-import { asBuffer, GrpcH2Server, unary, type GrpcServerCall, type ServerTls, DRAINING_HEADER, finishedMessage, LOG_EXTENSION, LOG_TRAILER, MAKE_ROOM_EXTENSION, MAX_FRAME_BYTES, refusalMessage, runnerStatusMessage, type CallFinishedMsg, type RunnerStatusMsg, type TryCallMsg, CONFIGURE_PATH, decodeClientMsg, encodeEmpty, encodeRunnerMsg, encodeRunnerStatus, ENGAGE_PATH, GrpcStatus, MAX_MESSAGE_BYTES, STATUS2_PATH, STATUS_PATH } from '../rpc/index.js';
+import {
+  asBuffer,
+  GrpcH2Server,
+  unary,
+  type GrpcServerCall,
+  type ServerTls,
+  DRAINING_HEADER,
+  finishedMessage,
+  LOG_EXTENSION,
+  LOG_TRAILER,
+  MAKE_ROOM_EXTENSION,
+  MAX_FRAME_BYTES,
+  refusalMessage,
+  runnerStatusMessage,
+  type CallFinishedMsg,
+  type RunnerStatusMsg,
+  type TryCallMsg,
+  CONFIGURE_PATH,
+  decodeClientMsg,
+  encodeEmpty,
+  encodeRunnerMsg,
+  encodeRunnerStatus,
+  ENGAGE_PATH,
+  GrpcStatus,
+  MAX_MESSAGE_BYTES,
+  STATUS2_PATH,
+  STATUS_PATH,
+} from '../rpc/index.js';
 
 export interface RunnerServerOptions {
   /** Runs the calls: the local agent (with non-blocking resources, so that a full runner refuses rather than queues). */

@@ -49,8 +49,7 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   const ds = deps.datastore;
   const changed = (c: ResourceChange): void => deps.changes?.publish(c);
 
-  const fnJson = (req: FastifyRequest, fn: Fn): Record<string, unknown> =>
-    fnToJson(fn, { [FN_INVOKE_ENDPOINT_ANNOTATION]: `${baseUrl(req, deps.publicUrl)}/invoke/${fn.id}` });
+  const fnJson = (req: FastifyRequest, fn: Fn): Record<string, unknown> => fnToJson(fn, { [FN_INVOKE_ENDPOINT_ANNOTATION]: `${baseUrl(req, deps.publicUrl)}/invoke/${fn.id}` });
 
   // Names and sources are stored decoded; the URL escapes what a request line cannot carry (non-ASCII, say).
   const triggerJson = (req: FastifyRequest, t: Trigger, owner: App): Record<string, unknown> =>

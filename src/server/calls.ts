@@ -50,7 +50,6 @@ function logFormat(req: FastifyRequest): 'json' | 'text' | undefined {
   return undefined;
 }
 
-
 const STATUSES = new Set(['queued', 'running', 'success', 'error', 'timeout', 'cancelled']);
 
 function isText(v: unknown): v is string {

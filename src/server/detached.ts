@@ -49,10 +49,7 @@ export class QueueIntake implements DetachedIntake {
     }
     let id: string;
     try {
-      id = await this.queue.enqueue(
-        { id: call.id, fnId: call.fn.fnId, callJson: JSON.stringify(callToJson(call)), body, maxAttempts: maxAttemptsOf(call.fn.annotations) },
-        idempotencyKey,
-      );
+      id = await this.queue.enqueue({ id: call.id, fnId: call.fn.fnId, callJson: JSON.stringify(callToJson(call)), body, maxAttempts: maxAttemptsOf(call.fn.annotations) }, idempotencyKey);
     } catch (err) {
       this.log.error({ err, call: call.id }, 'could not queue a detached call');
       throw new ApiError(E.CallNotQueued, { cause: err });

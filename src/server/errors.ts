@@ -94,7 +94,10 @@ function requestLine(err: ClientError): { method: string; path: string } | undef
   // lastIndexOf with a negative offset would count from the end.
   const start = at === 0 ? 0 : raw.lastIndexOf(0x0a, at - 1) + 1;
   const end = raw.indexOf(0x0a, start);
-  const parts = raw.toString('latin1', start, end < 0 ? raw.length : end).replace(/\r$/, '').split(' ');
+  const parts = raw
+    .toString('latin1', start, end < 0 ? raw.length : end)
+    .replace(/\r$/, '')
+    .split(' ');
   if (parts.length !== 3 || !TOKEN.test(parts[0]!) || !parts[1]!.startsWith('/') || !/^HTTP\/\d\.\d$/.test(parts[2]!)) return undefined;
   const target = parts[1]!;
   const q = target.indexOf('?');

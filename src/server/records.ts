@@ -137,7 +137,10 @@ export class CallRecorder implements CallListener {
       await this.o.store.insertSerialized(records, logs);
       if (this.waitingSince !== undefined) {
         this.waitingSince = undefined;
-        this.o.log.info({ records: records.length, logs: logs.length }, `the database has room again: the call records that waited in memory are stored (${records.length} records, ${logs.length} logs)`);
+        this.o.log.info(
+          { records: records.length, logs: logs.length },
+          `the database has room again: the call records that waited in memory are stored (${records.length} records, ${logs.length} logs)`,
+        );
         // What came in while this batch was written waited for it.
         if (this.records.length + this.logs.length > 0) this.schedule();
       }
@@ -145,7 +148,10 @@ export class CallRecorder implements CallListener {
       if (!(err instanceof StorageFullError)) {
         this.o.log.error({ err, records: records.length, logs: logs.length }, 'could not store call records; they are lost');
       } else if (this.closed) {
-        this.o.log.error({ records: records.length, logs: logs.length }, `the database's disk is still full at shutdown: the call records that waited in memory are lost (${records.length} records, ${logs.length} logs)`);
+        this.o.log.error(
+          { records: records.length, logs: logs.length },
+          `the database's disk is still full at shutdown: the call records that waited in memory are lost (${records.length} records, ${logs.length} logs)`,
+        );
       } else {
         // Back in front of what came since, in order: tried again once the retry timer fires.
         this.records = records.concat(this.records);

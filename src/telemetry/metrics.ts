@@ -77,21 +77,24 @@ export class Metrics implements CallListener, ContainerListener {
   private readonly init = this.histogram('faas_init_duration_seconds', 'Time from a container start to its function being ready', FN, DURATION_BUCKETS);
   private readonly invoke = this.histogram('faas_invoke_duration_seconds', 'Time the function worked on a call', [...FN, 'status'], DURATION_BUCKETS);
   private readonly wait = this.histogram('fnts_call_wait_duration_seconds', 'Time a call waited for a container', FN, DURATION_BUCKETS);
-  private readonly containerCount = Object.fromEntries(
-    STATES.map((s) => [s, this.gauge(`fn_container_${s}_total`, `Containers in state ${s}`, FN)]),
-  ) as Record<ContainerState, CellMetric>;
+  private readonly containerCount = Object.fromEntries(STATES.map((s) => [s, this.gauge(`fn_container_${s}_total`, `Containers in state ${s}`, FN)])) as Record<ContainerState, CellMetric>;
   private readonly containerTime = Object.fromEntries(
     STATES.map((s) => [s, this.histogram(`fn_container_${s}_duration_seconds`, `Time containers spent in state ${s}, per visit`, FN, DURATION_BUCKETS)]),
   ) as Record<ContainerState, CellHistogram>;
-  private readonly dockerStats = Object.fromEntries(
-    DOCKER_STATS.map((k) => [k, this.gauge(`fn_docker_stats_${k}`, `Last docker stats sample of a call of the fn: ${k}`, FN)]),
-  ) as Record<(typeof DOCKER_STATS)[number], CellMetric>;
+  private readonly dockerStats = Object.fromEntries(DOCKER_STATS.map((k) => [k, this.gauge(`fn_docker_stats_${k}`, `Last docker stats sample of a call of the fn: ${k}`, FN)])) as Record<
+    (typeof DOCKER_STATS)[number],
+    CellMetric
+  >;
   private readonly apiLatency = this.histogram('fn_api_latency', 'API request latency in milliseconds, by route', ['path', 'method', 'status'], API_LATENCY_MS);
   private readonly apiCells = new Map<string, HistogramCell>();
   private readonly mqRetries = this.counter('fnts_mq_retries_total', 'Detached calls put back to run again after a failure of the function', FN);
   private readonly mqDead = this.counter('fnts_mq_dead_letters_total', 'Detached calls dead-lettered after their last attempt', FN);
   // LBs: where calls were placed, and how hard that was.
-  private readonly lbAttempts = this.counter('fnts_lb_attempts_total', 'Attempts to place a call on a runner, by runner and result (committed, refused: the runner had no capacity or was draining, failed: unreachable)', ['runner', 'result']);
+  private readonly lbAttempts = this.counter(
+    'fnts_lb_attempts_total',
+    'Attempts to place a call on a runner, by runner and result (committed, refused: the runner had no capacity or was draining, failed: unreachable)',
+    ['runner', 'result'],
+  );
   private readonly lbPlaced = this.counter('fnts_lb_placed_total', 'Calls placed on each runner', ['runner']);
   private readonly lbRetries = this.counter('fnts_lb_retries_total', 'Attempts that did not place their call, so it was tried again (on another runner, or after a pause)', ['reason']);
   private readonly lbUnplaced = this.counter('fnts_lb_unplaced_total', 'Calls no runner took before their timeout (answered 503)', []);
@@ -128,17 +131,33 @@ export class Metrics implements CallListener, ContainerListener {
 
   /** Memory and CPU for containers (roles that run functions): Fn's fn_util_* gauges. */
   watchResources(resources: ResourceTracker): void {
-      const view = (pick: (s: ReturnType<ResourceTracker['snapshot']>) => number) =>
-        function (this: Gauge) {
-          this.set(pick(resources.snapshot()));
-        };
-      const total = (p: { syncTotal: number; asyncTotal: number }): number => p.syncTotal + p.asyncTotal;
-      const used = (p: { syncUsed: number; asyncUsed: number }): number => p.syncUsed + p.asyncUsed;
-      const gauge = (name: string, help: string, collect: (this: Gauge) => void): void => void new Gauge({ name, help, registers: [this.registry], collect });
-      gauge('fn_util_mem_used', 'Memory reserved for containers, bytes', view((s) => used(s.memory)));
-      gauge('fn_util_mem_avail', 'Memory free for containers, bytes', view((s) => total(s.memory) - used(s.memory)));
-      gauge('fn_util_cpu_used', 'CPU reserved for containers, milli-CPUs', view((s) => used(s.cpu)));
-      gauge('fn_util_cpu_avail', 'CPU free for containers, milli-CPUs', view((s) => total(s.cpu) - used(s.cpu)));
+    const view = (pick: (s: ReturnType<ResourceTracker['snapshot']>) => number) =>
+      function (this: Gauge) {
+        this.set(pick(resources.snapshot()));
+      };
+    const total = (p: { syncTotal: number; asyncTotal: number }): number => p.syncTotal + p.asyncTotal;
+    const used = (p: { syncUsed: number; asyncUsed: number }): number => p.syncUsed + p.asyncUsed;
+    const gauge = (name: string, help: string, collect: (this: Gauge) => void): void => void new Gauge({ name, help, registers: [this.registry], collect });
+    gauge(
+      'fn_util_mem_used',
+      'Memory reserved for containers, bytes',
+      view((s) => used(s.memory)),
+    );
+    gauge(
+      'fn_util_mem_avail',
+      'Memory free for containers, bytes',
+      view((s) => total(s.memory) - used(s.memory)),
+    );
+    gauge(
+      'fn_util_cpu_used',
+      'CPU reserved for containers, milli-CPUs',
+      view((s) => used(s.cpu)),
+    );
+    gauge(
+      'fn_util_cpu_avail',
+      'CPU free for containers, milli-CPUs',
+      view((s) => total(s.cpu) - used(s.cpu)),
+    );
   }
 
   /** The exposition, in Prometheus' text format. */

@@ -89,12 +89,29 @@ export function spanMaker(resource: Resource, scope: InstrumentationScope, newId
       return hr(this.endTime[0] * 1000 + this.endTime[1] / 1e6 - (this.startTime[0] * 1000 + this.startTime[1] / 1e6));
     }
   }
-  Object.assign(MadeSpan.prototype, { kind: SpanKind.INTERNAL, ended: true, events: NONE, droppedAttributesCount: 0, droppedEventsCount: 0, droppedLinksCount: 0, resource, instrumentationScope: scope });
+  Object.assign(MadeSpan.prototype, {
+    kind: SpanKind.INTERNAL,
+    ended: true,
+    events: NONE,
+    droppedAttributesCount: 0,
+    droppedEventsCount: 0,
+    droppedLinksCount: 0,
+    resource,
+    instrumentationScope: scope,
+  });
 
   return (r) => {
     if (r.kind === 'start') {
       const ctx: SpanContext = { traceId: r.traceId, spanId: r.spanId, traceFlags: TraceFlags.SAMPLED };
-      const attributes = { 'fn.app_id': r.appId, 'fn.fn_id': r.fnId, 'fn.container_id': r.containerId, 'fn.token_ms': r.tokenMs, 'fn.image_ms': r.imageMs, 'fn.create_ms': r.createMs, 'fn.start_ms': r.startMs };
+      const attributes = {
+        'fn.app_id': r.appId,
+        'fn.fn_id': r.fnId,
+        'fn.container_id': r.containerId,
+        'fn.token_ms': r.tokenMs,
+        'fn.image_ms': r.imageMs,
+        'fn.create_ms': r.createMs,
+        'fn.start_ms': r.startMs,
+      };
       return [new MadeSpan(ctx, undefined, 'container_start', r.begun, r.ready, attributes, NONE, UNSET)];
     }
     // The exporter reads only serialize(): the caller's tracestate goes on as it came.
@@ -216,7 +233,10 @@ export class SpanExport {
       const stop = new Deadline(CLOSE_MS, () => void this.worker.terminate());
       this.onClosed = () => {
         stop.clear();
-        void this.worker.terminate().then(() => resolve(), () => resolve());
+        void this.worker.terminate().then(
+          () => resolve(),
+          () => resolve(),
+        );
       };
       this.worker.postMessage({ kind: 'close' } satisfies ToExport);
     });

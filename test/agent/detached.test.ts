@@ -49,7 +49,7 @@ describe('detached calls', () => {
     expect(await eventually(async () => (await json(`${s.url}/v2/fns/${fn.id}/calls/${id}/log`))?.log?.includes('ran detached (stderr)'), 5000)).toBe(true);
   });
 
-  it("retries a call the function fails, then keeps it dead with its attempts and last error", async () => {
+  it('retries a call the function fails, then keeps it dead with its attempts and last error', async () => {
     const app = await s.app();
     const fn = await s.fn(app, await probeImage(), { annotations: { 'fnts.io/async-max-attempts': 2 } });
     const res = await s.invoke(fn.id, { exit: 3 }, detached);
@@ -61,7 +61,7 @@ describe('detached calls', () => {
     expect(dead.error).toMatch(/exit|code 3|failed/i);
   });
 
-  it('queues one call per Fn-Idempotency-Key and answers a repeat with the first call\'s id', async () => {
+  it("queues one call per Fn-Idempotency-Key and answers a repeat with the first call's id", async () => {
     const app = await s.app();
     const fn = await s.fn(app, await probeImage());
     const key = { ...detached, 'Fn-Idempotency-Key': `order-${Date.now()}` };
@@ -123,7 +123,7 @@ describe('detached calls', () => {
     }
   });
 
-  it('stores a call\'s log no later than the record that says it ended', async () => {
+  it("stores a call's log no later than the record that says it ended", async () => {
     const app = await s.app();
     const fn = await s.fn(app, await probeImage());
     for (const n of [1, 2, 3]) {

@@ -19,7 +19,7 @@ import { docker } from '../support/images.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
 import { eventually } from '../support/wait.js';
 
-describe('a full node whose Docker engine fails at one step of a container\'s life', () => {
+describe("a full node whose Docker engine fails at one step of a container's life", () => {
   let engine: FaultyEngine;
   let server: FntsProcess;
   let dir: string;
@@ -46,7 +46,11 @@ describe('a full node whose Docker engine fails at one step of a container\'s li
     expect(code).toBe(0);
     expect(await containersOfOwner(ownerOf(dbUrl))).toEqual([]);
     await engine?.close();
-    for (const t of tags) await docker().getImage(t).remove().catch(() => undefined);
+    for (const t of tags)
+      await docker()
+        .getImage(t)
+        .remove()
+        .catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
@@ -62,7 +66,9 @@ describe('a full node whose Docker engine fails at one step of a container\'s li
     if (freshImage) {
       const [repo] = image.split(':');
       ref = `${repo}:fault-${process.pid}-${n + 1}`;
-      await docker().getImage(image).tag({ repo: repo!, tag: ref.split(':')[1]! });
+      await docker()
+        .getImage(image)
+        .tag({ repo: repo!, tag: ref.split(':')[1]! });
       tags.push(ref);
     }
     return (await post('/v2/fns', { app_id: appId, name: `f${++n}`, image: ref, timeout: 10 })).id;
@@ -93,14 +99,18 @@ describe('a full node whose Docker engine fails at one step of a container\'s li
     ['attach', 'reset', /^Docker engine error/],
     ['start', 'reset', /^Docker engine error|^Container failed to initialize/],
     ['start', 'error', /^Container failed to initialize/],
-  ])('%s fails (%s): the call gets Fn\'s error, the server goes on', async (step, fault, message) => {
-    const fnId = await newFn(step === 'inspect-image');
-    engine.inject(step, fault);
-    const res = await invoke(fnId);
-    expect(res.status, res.text).toBeGreaterThanOrEqual(500);
-    expect(res.json?.message, res.text).toMatch(message);
-    await stillServes();
-  }, 30_000);
+  ])(
+    "%s fails (%s): the call gets Fn's error, the server goes on",
+    async (step, fault, message) => {
+      const fnId = await newFn(step === 'inspect-image');
+      engine.inject(step, fault);
+      const res = await invoke(fnId);
+      expect(res.status, res.text).toBeGreaterThanOrEqual(500);
+      expect(res.json?.message, res.text).toMatch(message);
+      await stillServes();
+    },
+    30_000,
+  );
 
   // Steps beside the call: the call may end either way, never the server.
   it.each<[EngineStep, EngineFault]>([
@@ -109,15 +119,19 @@ describe('a full node whose Docker engine fails at one step of a container\'s li
     ['stats', 'reset'],
     ['stats', 'cut'],
     ['pause', 'reset'],
-  ])('%s fails (%s): the call answers, the server goes on', async (step, fault) => {
-    const fnId = await newFn();
-    engine.inject(step, fault);
-    answered(await invoke(fnId, { sleep: 300 }));
-    // Idle long enough to be frozen (FN_FREEZE_IDLE_MSECS 50 ms), then called again.
-    await new Promise((r) => setTimeout(r, 200));
-    answered(await invoke(fnId, { sleep: 1 }));
-    await stillServes();
-  }, 30_000);
+  ])(
+    '%s fails (%s): the call answers, the server goes on',
+    async (step, fault) => {
+      const fnId = await newFn();
+      engine.inject(step, fault);
+      answered(await invoke(fnId, { sleep: 300 }));
+      // Idle long enough to be frozen (FN_FREEZE_IDLE_MSECS 50 ms), then called again.
+      await new Promise((r) => setTimeout(r, 200));
+      answered(await invoke(fnId, { sleep: 1 }));
+      await stillServes();
+    },
+    30_000,
+  );
 
   it('unpause fails: the call waiting for the frozen container gets an answer, the server goes on', async () => {
     const fnId = await newFn();
@@ -130,7 +144,7 @@ describe('a full node whose Docker engine fails at one step of a container\'s li
     await stillServes();
   }, 30_000);
 
-  it('inspect fails after a container exits: the call gets the exit\'s error, the server goes on', async () => {
+  it("inspect fails after a container exits: the call gets the exit's error, the server goes on", async () => {
     const fnId = await newFn();
     engine.inject('inspect', 'reset');
     const res = await invoke(fnId, { exit: 3 });

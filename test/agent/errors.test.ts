@@ -25,7 +25,7 @@ describe('when calls cannot be served as asked', () => {
     await s?.close();
   });
 
-  it('answers 504 Timed out at the fn\'s timeout, retires the container, and serves the next call fresh', async () => {
+  it("answers 504 Timed out at the fn's timeout, retires the container, and serves the next call fresh", async () => {
     const app = await s.app();
     const fn = await s.fn(app, probe, { timeout: 1 });
     const warm = await s.invoke(fn.id, {});
@@ -77,9 +77,7 @@ describe('when calls cannot be served as asked', () => {
     const fn = await s.fn(app, probe, { config: { MODE: 'exit-on-start' } });
     const res = await s.invoke(fn.id, {});
     expect(res.status).toBe(502);
-    expect(res.json.message).toBe(
-      'Container failed to initialize, please ensure you are using the latest fdk and check the logs (container exited with code 3)',
-    );
+    expect(res.json.message).toBe('Container failed to initialize, please ensure you are using the latest fdk and check the logs (container exited with code 3)');
     expect(await eventually(async () => (await containersOfFn(fn.id)).length === 0, 3000)).toBe(true);
   });
 

@@ -126,7 +126,9 @@ describe('a burst of 200 calls to a cold function', () => {
       const refused = results.filter((x) => x.status === 503);
       for (const r of refused) expect(r.ms).toBeGreaterThanOrEqual(10_000 - 50);
       for (const r of results.filter((x) => x.status === 200)) expect(JSON.parse(r.json.body).i).toBeTypeOf('number');
-      console.info(`burst: ${statuses.get(200) ?? 0} of 200 calls answered 200 within their deadline, ${refused.length} refused after waiting ${Math.round(Math.min(...refused.map((r) => r.ms)))}-${Math.round(Math.max(...refused.map((r) => r.ms)))} ms; at most ${peak} containers at once`);
+      console.info(
+        `burst: ${statuses.get(200) ?? 0} of 200 calls answered 200 within their deadline, ${refused.length} refused after waiting ${Math.round(Math.min(...refused.map((r) => r.ms)))}-${Math.round(Math.max(...refused.map((r) => r.ms)))} ms; at most ${peak} containers at once`,
+      );
     } finally {
       clearInterval(sampler);
     }

@@ -23,7 +23,7 @@ async function withTrigger(fn: any, source: string): Promise<void> {
 }
 
 describe('the json format', () => {
-  it('sends one JSON object per call and answers with the function\'s body, status and headers, hot', async () => {
+  it("sends one JSON object per call and answers with the function's body, status and headers, hot", async () => {
     const fn = await s.fn(app, images['json']!, { format: 'json' });
     await withTrigger(fn, '/json');
     const res = await s.call('/t/formats/json?q=1', {
@@ -48,7 +48,7 @@ describe('the json format', () => {
     expect(again.json.n).toBe(2);
   });
 
-  it('never lets a timed-out call\'s answer reach the next call', async () => {
+  it("never lets a timed-out call's answer reach the next call", async () => {
     const fn = await s.fn(app, images['json']!, { format: 'json', timeout: 1 });
     const first = await s.invoke(fn.id, {});
     const late = await s.invoke(fn.id, { sleep: 2500 });
@@ -80,7 +80,7 @@ describe('the json format', () => {
 });
 
 describe('the cloudevent format', () => {
-  it('wraps the call as a CloudEvent and answers with the event\'s data', async () => {
+  it("wraps the call as a CloudEvent and answers with the event's data", async () => {
     const fn = await s.fn(app, images['cloudevent']!, { format: 'cloudevent' });
     const res = await s.invoke(fn.id, { hello: 'event' });
     expect(res.status).toBe(202);
@@ -94,7 +94,7 @@ describe('the cloudevent format', () => {
 });
 
 describe('the http format', () => {
-  it('writes the caller\'s request as HTTP/1.1 to stdin with Fn\'s headers, and answers with the HTTP response from stdout', async () => {
+  it("writes the caller's request as HTTP/1.1 to stdin with Fn's headers, and answers with the HTTP response from stdout", async () => {
     const fn = await s.fn(app, images['http']!, { format: 'http' });
     await withTrigger(fn, '/http');
     const res = await s.call('/t/formats/http?x=1', { body: 'plain body', headers: { 'content-type': 'text/plain', 'x-caller': 'me' } });

@@ -82,7 +82,7 @@ describe('hot functions', () => {
     expect((await container.inspect()).State.Paused).toBe(false);
   });
 
-  it('removes a container once the fn\'s idle_timeout passes', async () => {
+  it("removes a container once the fn's idle_timeout passes", async () => {
     const app = await s.app();
     const fn = await s.fn(app, probe, { idle_timeout: 1 });
     expect((await s.invoke(fn.id, {})).status).toBe(200);
@@ -112,7 +112,7 @@ describe('hot functions', () => {
     expect(res.json.headers['Content-Type']).toEqual(['application/json']);
   });
 
-  it('starts containers with Fn\'s hardening: user 1000, no capabilities, read-only root, sized limits', async () => {
+  it("starts containers with Fn's hardening: user 1000, no capabilities, read-only root, sized limits", async () => {
     const app = await s.app();
     const fn = await s.fn(app, probe, { memory: 96 });
     const root = await s.invoke(fn.id, { write: '/function/x' });

@@ -31,7 +31,7 @@ describe('memory pressure', () => {
     await s?.close();
   });
 
-  it('evicts another function\'s idle container when a call waits for its memory', async () => {
+  it("evicts another function's idle container when a call waits for its memory", async () => {
     const app = await s.app();
     const a = await s.fn(app, probe, { memory: 200 });
     const b = await s.fn(app, probe, { memory: 200 });
@@ -108,7 +108,7 @@ describe('the server process', () => {
     expect(await ownedBy(dbUrl)).toEqual([]);
   });
 
-  it('never removes a live server\'s containers, and removes a dead one\'s however the data directory is spelled', async () => {
+  it("never removes a live server's containers, and removes a dead one's however the data directory is spelled", async () => {
     const data = join(dir, 'shared');
     const spelled = `sqlite3://${data}/fn.db`;
     const respelled = `sqlite3://${data}/./fn.db`;

@@ -38,7 +38,11 @@ describe('function output in the server log', () => {
     const call = res.headers.get('fn-call-id');
     const ours = (): LogLine[] => lines.filter((l) => l['call'] === call);
     expect(await eventually(() => ours().length >= 2, 5000)).toBe(true);
-    expect(ours().map(({ level, msg, app: a, fn: f, stream }) => ({ level, msg, app: a, fn: f, stream })).sort((a, b) => a.msg.localeCompare(b.msg))).toEqual([
+    expect(
+      ours()
+        .map(({ level, msg, app: a, fn: f, stream }) => ({ level, msg, app: a, fn: f, stream }))
+        .sort((a, b) => a.msg.localeCompare(b.msg)),
+    ).toEqual([
       { level: 30, msg: 'hello from the function (stderr)', app: app.id, fn: fn.id, stream: 'stderr' },
       { level: 30, msg: 'hello from the function (stdout)', app: app.id, fn: fn.id, stream: 'stdout' },
     ]);

@@ -42,7 +42,7 @@ describe('a function writing into its socket folder', () => {
     await s?.close();
   });
 
-  it('gets ENOSPC past 64 KiB, the server\'s disk untouched, and the mount goes with the container', async () => {
+  it("gets ENOSPC past 64 KiB, the server's disk untouched, and the mount goes with the container", async () => {
     expect(s.server.agent!.socketDirs.mode).toBe('tmpfs');
     const app = await s.app();
     const fn = await s.fn(app, image, { memory: 128, idle_timeout: 1 });

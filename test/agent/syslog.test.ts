@@ -35,7 +35,7 @@ describe('syslog forwarding', () => {
     udp.close();
   });
 
-  it('sends each line of a call to the app\'s syslog_url, tagged with app, fn and call', async () => {
+  it("sends each line of a call to the app's syslog_url, tagged with app, fn and call", async () => {
     const image = await probeImage();
     const viaTcp = await s.app({ syslog_url: `tcp://127.0.0.1:${(tcp.address() as AddressInfo).port}` });
     const viaUdp = await s.app({ syslog_url: `udp://127.0.0.1:${udp.address().port}` });

@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 describe('HTTP triggers', () => {
-  it('hand the caller\'s method, URL and headers to the function the way Fn does', async () => {
+  it("hand the caller's method, URL and headers to the function the way Fn does", async () => {
     const res = await s.call('/t/shop/orders/new?id=7&x=%20y', {
       method: 'PUT',
       body: { item: 'book' },
@@ -41,7 +41,7 @@ describe('HTTP triggers', () => {
     expect(seen.headers['Connection']).toBeUndefined();
   });
 
-  it('turn Fn-Http-Status and Fn-Http-H-* into the answer\'s status and headers, and drop the rest', async () => {
+  it("turn Fn-Http-Status and Fn-Http-H-* into the answer's status and headers, and drop the rest", async () => {
     const res = await s.call('/t/shop/orders/new', {
       body: { status: 201, headers: { 'X-Order': '42', Location: '/orders/42' }, contentType: 'text/plain' },
       headers: { 'content-type': 'application/json' },
@@ -64,7 +64,7 @@ describe('HTTP triggers', () => {
     expect(sub.json.url).toBe(`${s.url}/t/shop/orders/new`);
   });
 
-  it('answer 404 in Fn\'s words for an unknown app or source', async () => {
+  it("answer 404 in Fn's words for an unknown app or source", async () => {
     const noApp = await s.call('/t/nope/orders/new', { method: 'GET' });
     expect(noApp.status).toBe(404);
     expect(noApp.json).toEqual({ message: 'App not found' });

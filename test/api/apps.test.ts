@@ -11,7 +11,6 @@ afterEach(async () => {
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
-
 async function appNames(): Promise<string[]> {
   return (await api.call('GET', '/v2/apps?per_page=100')).body.items.map((a: any) => a.name);
 }
@@ -95,7 +94,7 @@ describe('POST /v2/apps', () => {
     [{ name: 'x', syslog_url: 'http://logs:514' }, 'invalid syslog url: "http://logs:514" invalid scheme, only [tcp, udp, unix, unixgram, tcp+tls] are supported'],
     [{ name: 'x', syslog_url: 'logs:514' }, 'invalid syslog url: "logs:514" invalid scheme, only [tcp, udp, unix, unixgram, tcp+tls] are supported'],
     [{ name: 'x', annotations: { 'bad key': 'v' } }, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'],
-    [{ name: 'x', annotations: { 'ключ': 'v' } }, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'],
+    [{ name: 'x', annotations: { ключ: 'v' } }, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'],
     [{ name: 'x', annotations: { ['k'.repeat(129)]: 'v' } }, 'Invalid annotation key length, annotation keys may not be larger than 128 bytes'],
     [{ name: 'x', annotations: { k: '' } }, 'Invalid annotation value, annotation values may only be non-empty strings, numbers, objects, or arrays'],
     [{ name: 'x', annotations: { k: 'v'.repeat(511) } }, 'Invalid annotation value length, annotation values may not be larger than 512 bytes when serialized as JSON'],
@@ -107,7 +106,7 @@ describe('POST /v2/apps', () => {
     // Docker cannot pass a NUL in an environment variable: the fn's containers could never start.
     [{ name: 'x', config: { A: 'a\u0000b' } }, 'Invalid config value, config values must not contain NUL'],
     [{ name: 'x', config: { A: 'x'.repeat(65537) } }, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes'],
-  ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
+  ])("answers 400 to %j with Fn's message", async (payload, message) => {
     await api.expectError('POST', '/v2/apps', payload, 400, message);
     expect(await appNames()).toEqual([]);
   });
@@ -212,12 +211,18 @@ describe('PUT /v2/apps/{appID}', () => {
     expect(res.body.config).toEqual({ A: '1', B: '2' });
   });
 
-  it('answers Fn\'s errors and changes nothing', async () => {
+  it("answers Fn's errors and changes nothing", async () => {
     const app = await api.createApp({ name: 'keep', config: { A: '1' } });
     await api.expectError('PUT', `/v2/apps/${app.id}`, { name: 'other' }, 409, 'Could not update - name is immutable');
     await api.expectError('PUT', `/v2/apps/${app.id}`, { id: 'other' }, 400, 'App ID in path does not match ID in body');
     await api.expectError('PUT', `/v2/apps/${app.id}`, '{', 400, 'Invalid JSON');
-    await api.expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2' }, annotations: { 'bad key': 1 } }, 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace');
+    await api.expectError(
+      'PUT',
+      `/v2/apps/${app.id}`,
+      { config: { A: '2' }, annotations: { 'bad key': 1 } },
+      400,
+      'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace',
+    );
     await api.expectError('PUT', `/v2/apps/${app.id}`, { syslog_url: 'ftp://x' }, 400, 'invalid syslog url: "ftp://x" invalid scheme, only [tcp, udp, unix, unixgram, tcp+tls] are supported');
     await api.expectError('PUT', `/v2/apps/${app.id}`, { config: { A: '2', B: 'x\u0000' } }, 400, 'Invalid config value, config values must not contain NUL');
     await api.expectError('PUT', '/v2/apps/nope', { config: { A: '2' } }, 404, 'App not found');
@@ -226,7 +231,7 @@ describe('PUT /v2/apps/{appID}', () => {
 });
 
 describe('DELETE /v2/apps/{appID}', () => {
-  it('answers 204 with no body, then 404, and takes the app\'s fns and triggers with it', async () => {
+  it("answers 204 with no body, then 404, and takes the app's fns and triggers with it", async () => {
     const app = await api.createApp({ name: 'doomed' });
     const fn = await api.createFn({ app_id: app.id, name: 'f', image: 'fnproject/hello:0.0.1' });
     const trigger = await api.createTrigger({ app_id: app.id, fn_id: fn.id, name: 't', type: 'http', source: '/t' });

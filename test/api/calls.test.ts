@@ -45,7 +45,7 @@ describe('the calls API', () => {
     await s?.close();
   });
 
-  it('lists a fn\'s calls newest first, with Fn\'s fields, page by page', async () => {
+  it("lists a fn's calls newest first, with Fn's fields, page by page", async () => {
     const all = await get(`/v2/fns/${fn.id}/calls`);
     expect(all.status).toBe(200);
     expect(all.json.items.map((c: any) => c.id)).toEqual([...ids].reverse());
@@ -70,7 +70,7 @@ describe('the calls API', () => {
     expect(await get(`/v2/fns/${fn.id}/calls?to_time=-5`)).toMatchObject({ status: 400, json: { message: 'to_time is not an epoch time' } });
   });
 
-  it('shows one call, and answers Fn\'s 404s', async () => {
+  it("shows one call, and answers Fn's 404s", async () => {
     expect(await get(`/v2/fns/${fn.id}/calls/${ids[1]}`)).toMatchObject({ status: 200, json: { id: ids[1], status: 'success', fn_id: fn.id } });
     expect(await get(`/v2/fns/${fn.id}/calls/01NOPE`)).toMatchObject({ status: 404, json: { message: 'Call not found' } });
     expect(await get(`/v2/fns/01NOFN/calls/${ids[1]}`)).toMatchObject({ status: 404, json: { message: 'Fn not found' } });

@@ -27,10 +27,7 @@ describe('client errors on the API', () => {
   });
 
   it('answers a body with broken chunked framing 400 Invalid JSON, as Fn, and creates nothing', async () => {
-    const res = await exchange(api.port, [
-      'POST /v2/apps HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n',
-      'zz\r\n{"name":"q"}\r\n0\r\n\r\n',
-    ]);
+    const res = await exchange(api.port, ['POST /v2/apps HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n', 'zz\r\n{"name":"q"}\r\n0\r\n\r\n']);
     expectFnAnswer(res, 400, 'Invalid JSON');
     expect((await api.datastore.listApps({ perPage: 10 })).items).toEqual([]);
   });

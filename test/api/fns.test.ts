@@ -13,13 +13,12 @@ afterEach(async () => {
 
 const IMAGE = 'fnproject/hello:0.0.1';
 
-
 async function fnCount(): Promise<number> {
   return (await api.call('GET', `/v2/fns?app_id=${app.id}&per_page=100`)).body.items.length;
 }
 
 describe('POST /v2/fns', () => {
-  it('creates a fn with Fn\'s defaults, its app\'s shape and its invoke endpoint', async () => {
+  it("creates a fn with Fn's defaults, its app's shape and its invoke endpoint", async () => {
     const res = await api.call('POST', '/v2/fns', { app_id: app.id, name: 'hello', image: IMAGE });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
@@ -101,8 +100,14 @@ describe('POST /v2/fns', () => {
     [{ app_id: 'APP', name: 'f', image: 'hello:' }, `Invalid image on Fn: the tag "" must be 1 to 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'`],
     [{ app_id: 'APP', name: 'f', image: 'hello@sha256:abc' }, 'Invalid image on Fn: the digest "sha256:abc" is not algorithm:hex (e.g. sha256: and 64 hex digits)'],
     // Config the engine could not pass to a container.
-    [{ app_id: 'APP', name: 'f', image: IMAGE, config: { BIG: 'x'.repeat(64 * 1024 + 1) } }, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes'],
-    [{ app_id: 'APP', name: 'f', image: IMAGE, config: { ['K'.repeat(257)]: 'v' } }, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes'],
+    [
+      { app_id: 'APP', name: 'f', image: IMAGE, config: { BIG: 'x'.repeat(64 * 1024 + 1) } },
+      'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes',
+    ],
+    [
+      { app_id: 'APP', name: 'f', image: IMAGE, config: { ['K'.repeat(257)]: 'v' } },
+      'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes',
+    ],
     [
       { app_id: 'APP', name: 'f', image: IMAGE, config: Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`K${i}`, 'x'.repeat(60_000)])) },
       'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes',
@@ -112,7 +117,7 @@ describe('POST /v2/fns', () => {
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: 1.5 }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, memory: '128' }, 'Invalid JSON'],
     [{ app_id: 'APP', name: 'f', image: IMAGE, timeout: 2 ** 31 }, 'Invalid JSON'],
-  ])('answers 400 to %j with Fn\'s message', async (payload, message) => {
+  ])("answers 400 to %j with Fn's message", async (payload, message) => {
     const body = JSON.parse(JSON.stringify(payload).replaceAll('"APP"', JSON.stringify(app.id)));
     await api.expectError('POST', '/v2/fns', body, 400, message);
     expect(await fnCount()).toBe(0);
@@ -135,7 +140,13 @@ describe('POST /v2/fns', () => {
     const config = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`K${i}`, 'x'.repeat(64 * 1024 - 2)]));
     const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE, config });
     expect(Object.keys(fn.config)).toHaveLength(4);
-    await api.expectError('PUT', `/v2/fns/${fn.id}`, { config: { MORE: 'x'.repeat(100) } }, 400, 'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes');
+    await api.expectError(
+      'PUT',
+      `/v2/fns/${fn.id}`,
+      { config: { MORE: 'x'.repeat(100) } },
+      400,
+      'Invalid config, config keys must be at most 256 bytes, values at most 65536 bytes, and the whole config at most 262144 bytes',
+    );
   });
 
   it('answers 404 App not found for an unknown app', async () => {
@@ -161,7 +172,7 @@ describe('GET /v2/fns', () => {
     await api.expectError('GET', '/v2/fns', undefined, 400, 'Missing AppID on Fn');
   });
 
-  it('lists the app\'s fns by name with paging, a name filter and endpoints', async () => {
+  it("lists the app's fns by name with paging, a name filter and endpoints", async () => {
     for (const n of ['c', 'a', 'b']) await api.createFn({ app_id: app.id, name: n, image: IMAGE });
     const other = await api.createApp({ name: 'other' });
     await api.createFn({ app_id: other.id, name: 'zz', image: IMAGE });
@@ -195,7 +206,7 @@ describe('PUT /v2/fns/{fnID}', () => {
     expect(stored.annotations).toEqual({});
   });
 
-  it('answers Fn\'s errors and changes nothing', async () => {
+  it("answers Fn's errors and changes nothing", async () => {
     const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { memory: 9000 }, 400, 'memory value is out of range. It should be between 0 and 8192');
     await api.expectError('PUT', `/v2/fns/${fn.id}`, { timeout: -5 }, 400, 'timeout value is out of range, must be between 0 and 300');
@@ -224,7 +235,7 @@ describe('PUT /v2/fns/{fnID}', () => {
 });
 
 describe('DELETE /v2/fns/{fnID}', () => {
-  it('answers 204, removes the fn\'s triggers, and 404 after', async () => {
+  it("answers 204, removes the fn's triggers, and 404 after", async () => {
     const fn = await api.createFn({ app_id: app.id, name: 'f', image: IMAGE });
     const t = await api.createTrigger({ app_id: app.id, fn_id: fn.id, name: 't', type: 'http', source: '/t' });
     const res = await api.call('DELETE', `/v2/fns/${fn.id}`);

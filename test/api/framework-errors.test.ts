@@ -19,11 +19,11 @@ const clientCodes = Object.entries(errorCodes as unknown as Record<string, Fasti
   .filter(([code, err]) => (err.statusCode ?? 500) < 500 && !SETUP_ONLY.has(code));
 
 describe('Fastify errors', () => {
-  it('finds Fastify\'s client error codes', () => {
+  it("finds Fastify's client error codes", () => {
     expect(clientCodes.map(([code]) => code)).toEqual(expect.arrayContaining(['FST_ERR_CTP_BODY_TOO_LARGE', 'FST_ERR_BAD_URL', 'FST_ERR_MAX_PARAM_LENGTH']));
   });
 
-  it.each(clientCodes)('answers %s with a 4xx in Fn\'s words', (_code, err) => {
+  it.each(clientCodes)("answers %s with a 4xx in Fn's words", (_code, err) => {
     const logged: unknown[] = [];
     const log = pino({ level: 'error' }, { write: (line: string) => void logged.push(line) });
     const answer = toHttpError(err, log);
@@ -34,7 +34,7 @@ describe('Fastify errors', () => {
     expect(logged).toEqual([]);
   });
 
-  it('answers a URL parameter over the router\'s limit 414, not 500', () => {
+  it("answers a URL parameter over the router's limit 414, not 500", () => {
     const Ctor = (errorCodes as unknown as Record<string, FastifyErrorClass>)['FST_ERR_MAX_PARAM_LENGTH']!;
     expect(toHttpError(new Ctor('/v2/apps/x'), pino({ level: 'silent' }))).toEqual({ status: 414, headers: {}, body: { message: 'Request URI too long' } });
   });

@@ -21,7 +21,7 @@ describe('server basics', () => {
     expect(VERSION).toMatch(/^\d+\.\d+\.\d+/);
   });
 
-  it('answers unknown paths with Fn\'s 404 naming method and path', async () => {
+  it("answers unknown paths with Fn's 404 naming method and path", async () => {
     const res = await api.call('GET', '/v3/apps?x=1');
     expect(res).toMatchObject({ status: 404, body: { message: 'Path not found: GET /v3/apps' } });
   });
@@ -32,7 +32,16 @@ describe('server basics', () => {
   });
 
   it('never answers hostile input with a 5xx', async () => {
-    const bodies = ['\u0000', '{"name":"\\u0000"}', '{"name":{"$gt":""}}', 'null', 'true', '{"name":"x","annotations":{"k":{"deep":' + '['.repeat(2000) + ']'.repeat(2000) + '}}}', '\ud800', '{"name":"x"'];
+    const bodies = [
+      '\u0000',
+      '{"name":"\\u0000"}',
+      '{"name":{"$gt":""}}',
+      'null',
+      'true',
+      '{"name":"x","annotations":{"k":{"deep":' + '['.repeat(2000) + ']'.repeat(2000) + '}}}',
+      '\ud800',
+      '{"name":"x"',
+    ];
     const urls = ['/v2/apps', '/v2/fns', '/v2/triggers'];
     for (const url of urls) {
       for (const body of bodies) {
@@ -46,7 +55,7 @@ describe('server basics', () => {
 });
 
 describe('answers as Fn does where the framework would answer for it', () => {
-  it('answers GET / with Fn\'s exact body', async () => {
+  it("answers GET / with Fn's exact body", async () => {
     const res = await api.call('GET', '/');
     expect(res.status).toBe(200);
     expect(res.raw).toBe('{"goto":"https://github.com/fnproject/fn","hello":"world!"}');
@@ -73,7 +82,7 @@ describe('answers as Fn does where the framework would answer for it', () => {
     await api.expectError('BIND' as 'GET', '/v3/apps', undefined, 404, 'Path not found: BIND /v3/apps');
   });
 
-  it('answers an id of any length with the resource\'s 404, as Fn does below its crash at 256 bytes', async () => {
+  it("answers an id of any length with the resource's 404, as Fn does below its crash at 256 bytes", async () => {
     const long = 'a'.repeat(5000);
     await api.expectError('GET', `/v2/apps/${long}`, undefined, 404, 'App not found');
     await api.expectError('PUT', `/v2/apps/${long}`, { config: { A: '1' } }, 404, 'App not found');

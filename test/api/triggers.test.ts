@@ -13,7 +13,6 @@ afterEach(async () => {
   await api.close();
 });
 
-
 const trig = (extra: Record<string, unknown> = {}) => ({ app_id: app.id, fn_id: fn.id, name: 't', type: 'http', source: '/hello', ...extra });
 
 async function triggerCount(): Promise<number> {
@@ -74,7 +73,7 @@ describe('POST /v2/triggers', () => {
     [{ updated_at: '2020-01-01T00:00:00Z' }, 'Trigger ID Provided for Create'],
     [{ created_at: 'yesterday' }, 'Invalid JSON'],
     [{ annotations: { k: null } }, 'Invalid annotation value, annotation values may only be non-empty strings, numbers, objects, or arrays'],
-  ])('answers 400 to %j with Fn\'s message', async (extra, message) => {
+  ])("answers 400 to %j with Fn's message", async (extra, message) => {
     await api.expectError('POST', '/v2/triggers', trig(extra), 400, message);
     expect(await triggerCount()).toBe(0);
   });

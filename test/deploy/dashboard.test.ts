@@ -141,11 +141,58 @@ for (const [metric, kind] of Object.entries({ ...SERVED, ...SCRAPE })) {
 
 const AGGREGATIONS = new Set(['sum', 'min', 'max', 'avg', 'group', 'stddev', 'stdvar', 'count', 'count_values', 'bottomk', 'topk', 'quantile', 'limitk', 'limit_ratio']);
 const FUNCTIONS = new Set([
-  'abs', 'absent', 'absent_over_time', 'ceil', 'changes', 'clamp', 'clamp_max', 'clamp_min', 'day_of_month', 'day_of_week', 'day_of_year',
-  'days_in_month', 'delta', 'deriv', 'exp', 'floor', 'histogram_quantile', 'holt_winters', 'hour', 'idelta', 'increase', 'irate',
-  'label_join', 'label_replace', 'ln', 'log2', 'log10', 'minute', 'month', 'predict_linear', 'rate', 'resets', 'round', 'scalar', 'sgn',
-  'sort', 'sort_desc', 'sqrt', 'time', 'timestamp', 'vector', 'year', 'avg_over_time', 'min_over_time', 'max_over_time', 'sum_over_time',
-  'count_over_time', 'quantile_over_time', 'stddev_over_time', 'stdvar_over_time', 'last_over_time', 'present_over_time',
+  'abs',
+  'absent',
+  'absent_over_time',
+  'ceil',
+  'changes',
+  'clamp',
+  'clamp_max',
+  'clamp_min',
+  'day_of_month',
+  'day_of_week',
+  'day_of_year',
+  'days_in_month',
+  'delta',
+  'deriv',
+  'exp',
+  'floor',
+  'histogram_quantile',
+  'holt_winters',
+  'hour',
+  'idelta',
+  'increase',
+  'irate',
+  'label_join',
+  'label_replace',
+  'ln',
+  'log2',
+  'log10',
+  'minute',
+  'month',
+  'predict_linear',
+  'rate',
+  'resets',
+  'round',
+  'scalar',
+  'sgn',
+  'sort',
+  'sort_desc',
+  'sqrt',
+  'time',
+  'timestamp',
+  'vector',
+  'year',
+  'avg_over_time',
+  'min_over_time',
+  'max_over_time',
+  'sum_over_time',
+  'count_over_time',
+  'quantile_over_time',
+  'stddev_over_time',
+  'stdvar_over_time',
+  'last_over_time',
+  'present_over_time',
 ]);
 /** Keywords followed by a parenthesized list of label names. */
 const LABEL_LISTS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right']);
@@ -155,10 +202,7 @@ const COUNTER_RANGE = new Set(['rate', 'irate', 'increase', 'resets']);
 /** Functions meant for gauges: on a counter they see its resets as drops. */
 const GAUGE_RANGE = new Set(['deriv', 'delta', 'idelta', 'predict_linear']);
 
-type Token =
-  | { t: 'ident'; v: string; selector?: string }
-  | { t: 'punct'; v: string }
-  | { t: 'selector'; v: string };
+type Token = { t: 'ident'; v: string; selector?: string } | { t: 'punct'; v: string } | { t: 'selector'; v: string };
 
 function lex(expr: string): Token[] {
   const out: Token[] = [];
@@ -184,7 +228,8 @@ function lex(expr: string): Token[] {
       if (prev?.t === 'ident') prev.selector = body;
       else out.push({ t: 'selector', v: body });
       i = j + 1;
-    } else if (c === '[') i = expr.indexOf(']', i) + 1 || expr.length; // a range or subquery: durations only
+    } else if (c === '[')
+      i = expr.indexOf(']', i) + 1 || expr.length; // a range or subquery: durations only
     else if (/[A-Za-z_:]/.test(c)) {
       const v = /^[A-Za-z_:][A-Za-z0-9_:]*/.exec(rest)![0];
       out.push({ t: 'ident', v });
@@ -277,7 +322,9 @@ function analyze(expr: string): Analysis {
     series.push(tk.v);
     if (!SERIES.has(tk.v)) {
       const base = tk.v.replace(/_(bucket|sum|count)$/, '');
-      problems.push(SERVED[tk.v] === 'histogram' ? `${tk.v} is a histogram: use ${tk.v}_bucket, _sum or _count` : `unknown series ${tk.v}${base !== tk.v && SERVED[base] ? ` (${base} is a ${SERVED[base]})` : ''}`);
+      problems.push(
+        SERVED[tk.v] === 'histogram' ? `${tk.v} is a histogram: use ${tk.v}_bucket, _sum or _count` : `unknown series ${tk.v}${base !== tk.v && SERVED[base] ? ` (${base} is a ${SERVED[base]})` : ''}`,
+      );
     }
     if (tk.selector !== undefined) selectors.push({ series: tk.v, matchers: tk.selector });
   }
@@ -350,13 +397,10 @@ const variableQuery = (v: Variable): string => (typeof v.query === 'string' ? v.
 /** Grafana's label_values(selector, label): the selector is PromQL, the label is not a series. */
 const variableSelector = (q: string): string => /^label_values\((.*),\s*[A-Za-z_][A-Za-z0-9_]*\s*\)$/s.exec(q.trim())?.[1] ?? q;
 /** The PromQL of the dashboard's query variables. */
-const variableQueries = dashboard.templating.list
-  .filter((v) => v.type === 'query')
-  .map((v) => ({ where: `variable ${v.name}`, expr: variableSelector(variableQuery(v)) }));
+const variableQueries = dashboard.templating.list.filter((v) => v.type === 'query').map((v) => ({ where: `variable ${v.name}`, expr: variableSelector(variableQuery(v)) }));
 const rules = alerts.groups.flatMap((g) => g.rules);
 
-const problemsOf = (list: Array<{ where: string; expr: string }>): string[] =>
-  list.flatMap(({ where, expr }) => analyze(expr).problems.map((p) => `${where}: ${p}`));
+const problemsOf = (list: Array<{ where: string; expr: string }>): string[] => list.flatMap(({ where, expr }) => analyze(expr).problems.map((p) => `${where}: ${p}`));
 
 describe('the known metrics', () => {
   it('are what src/telemetry/metrics.ts registers', async () => {
@@ -413,7 +457,11 @@ describe('deploy/grafana/fnts-dashboard.json', () => {
     }
     for (const v of dashboard.templating.list.filter((x) => x.type === 'query')) expect(v.datasource, v.name).toEqual({ type: 'prometheus', uid: DS });
     // No datasource uid of some other Grafana leaks in.
-    expect(JSON.stringify(dashboard).match(/"uid":\s*"[^"]*"/g)?.filter((u) => !u.includes(DS) && !u.includes('-- Grafana --') && !u.includes('"fnts"'))).toEqual([]);
+    expect(
+      JSON.stringify(dashboard)
+        .match(/"uid":\s*"[^"]*"/g)
+        ?.filter((u) => !u.includes(DS) && !u.includes('-- Grafana --') && !u.includes('"fnts"')),
+    ).toEqual([]);
   });
 
   it('has app_id and fn_id variables from label_values of known series', () => {
@@ -513,7 +561,7 @@ describe('deploy/prometheus', () => {
 // ---- Prometheus' own parser, and the alert rules run against made-up series.
 
 const promtool = peerPresent(spawnSync('promtool', ['--version']).status === 0, 'promtool', "promtool is not on PATH (.ci/run installs Debian's prometheus package for it)");
-const title = promtool ? 'promtool' : 'promtool (skipped: not on PATH; .ci/run installs Debian\'s prometheus package for it)';
+const title = promtool ? 'promtool' : "promtool (skipped: not on PATH; .ci/run installs Debian's prometheus package for it)";
 
 describe.skipIf(!promtool)(title, () => {
   const dir = mkdtempSync(join(tmpdir(), 'fnts-deploy-'));
@@ -613,10 +661,7 @@ describe.skipIf(!promtool)(title, () => {
           { at: '5m', alerts: [] },
           {
             at: '12m',
-            alerts: [
-              firing('FntsDeadLetters', { severity: 'warning', app_id: 'app', fn_id: 'again' }),
-              firing('FntsDeadLetters', { severity: 'warning', app_id: 'app', fn_id: 'first' }),
-            ],
+            alerts: [firing('FntsDeadLetters', { severity: 'warning', app_id: 'app', fn_id: 'again' }), firing('FntsDeadLetters', { severity: 'warning', app_id: 'app', fn_id: 'first' })],
           },
           { at: '25m', alerts: [] },
         ],

@@ -27,7 +27,7 @@ describe('deploy/swarm/fnts-stack.yml', () => {
     expect(compileConfig(env('poolmanager'), dir).pool).toMatchObject({ controlPlane: 'swarm' });
   });
 
-  it('points the LB at the API node and at the pool manager\'s gRPC port', () => {
+  it("points the LB at the API node and at the pool manager's gRPC port", () => {
     const lb = compileConfig(env('lb'), dir).fleet;
     const manager = compileConfig(env('poolmanager'), dir).pool;
     expect(lb.npmAddress).toBe(`poolmanager:${manager.grpcPort}`);
@@ -51,7 +51,7 @@ describe('deploy/kubernetes/fnts.yaml', () => {
     expect(compileConfig(env('fnts-poolmanager'), dir).pool.controlPlane).toBe('kubernetes');
   });
 
-  it('points the LB at the pool manager\'s Service and gRPC port', () => {
+  it("points the LB at the pool manager's Service and gRPC port", () => {
     const service = objects.find((o): o is V1Service => o.kind === 'Service' && o.metadata?.name === 'fnts-poolmanager')!;
     const grpcPort = compileConfig(env('fnts-poolmanager'), dir).pool.grpcPort;
     expect(service.spec!.ports!.map((p) => p.port)).toContain(grpcPort);

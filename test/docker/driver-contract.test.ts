@@ -33,19 +33,15 @@ const tag = process.env[RUN_TAG_ENV];
 
 const options = { pullTimeoutMs: 10_000, maxPids: 50, maxOpenFiles: 350, readOnlyRootfs: true, unprivileged: true, networks: [] };
 
-runDriverContract(
-  'docker',
-  () => new DockerDriver({ docker: docker(), ...options }),
-  {
-    echo: { image: program, env: { MODE: 'echo' } },
-    exit: { image: program, env: { MODE: 'exit', EXIT_CODE: '3' }, code: 3 },
-    oom: { image: program, env: { MODE: 'oom' } },
-    forever: { image: program, env: { MODE: 'forever' } },
-    httpStream: { image: hello },
-    missingImage: 'fnts-test/driver-contract-absent:none',
-    labels: tag ? { [TAG_LABEL]: tag } : {},
-  },
-);
+runDriverContract('docker', () => new DockerDriver({ docker: docker(), ...options }), {
+  echo: { image: program, env: { MODE: 'echo' } },
+  exit: { image: program, env: { MODE: 'exit', EXIT_CODE: '3' }, code: 3 },
+  oom: { image: program, env: { MODE: 'oom' } },
+  forever: { image: program, env: { MODE: 'forever' } },
+  httpStream: { image: hello },
+  missingImage: 'fnts-test/driver-contract-absent:none',
+  labels: tag ? { [TAG_LABEL]: tag } : {},
+});
 
 describe('DockerDriver.ping', () => {
   it('says the engine does not answer, and why, when nothing listens at DOCKER_HOST', async () => {

@@ -11,11 +11,18 @@ import { RUN_TAG_ENV } from '../support/tag.js';
 
 const made: string[] = [];
 afterAll(async () => {
-  await Promise.all(made.map((id) => docker().getContainer(id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    made.map((id) =>
+      docker()
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
 });
 
 describe('the leak check', () => {
-  it('finds what this run made and leaves a user\'s own server\'s containers alone', async () => {
+  it("finds what this run made and leaves a user's own server's containers alone", async () => {
     const tag = process.env[RUN_TAG_ENV]!;
     expect(tag).toMatch(/^test-/);
     const image = await ensureNodeBaseImage();

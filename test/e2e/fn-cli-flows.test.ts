@@ -148,9 +148,7 @@ describe('fn CLI request flows', () => {
 
     // fn list triggers cliapp (no fn): list by app, then GET each trigger's fn
     const triggers = await listAll(`/triggers?app_id=${app.id}`);
-    expect(triggers.map((t) => [t.name, t.type, t.source, t.annotations['fnproject.io/trigger/httpEndpoint']])).toEqual([
-      ['hello-trigger', 'http', '/hello', `${fnts.url}/t/cliapp/hello`],
-    ]);
+    expect(triggers.map((t) => [t.name, t.type, t.source, t.annotations['fnproject.io/trigger/httpEndpoint']])).toEqual([['hello-trigger', 'http', '/hello', `${fnts.url}/t/cliapp/hello`]]);
     expect((await fnGo('GET', `/fns/${triggers[0].fn_id}`)).body.name).toBe('hello');
 
     const t = await triggerByName(app.id, fn.id, 'hello-trigger');

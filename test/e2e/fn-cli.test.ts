@@ -19,9 +19,7 @@ import { startFnts, type FntsProcess } from '../support/process.js';
 
 const FN_BIN = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'shared', 'bin', 'fn');
 const haveCli = peerPresent(existsSync(FN_BIN), 'the official fn CLI against fnts', `the Fn CLI 0.6.41 is not at ${FN_BIN} (a fresh clone has no ../shared)`);
-const title = haveCli
-  ? 'the official fn CLI against fnts'
-  : 'the official fn CLI against fnts (skipped: ../shared/bin/fn, the Fn CLI 0.6.41, is absent from this clone)';
+const title = haveCli ? 'the official fn CLI against fnts' : 'the official fn CLI against fnts (skipped: ../shared/bin/fn, the Fn CLI 0.6.41, is absent from this clone)';
 
 interface CliResult {
   code: number | null;
@@ -86,7 +84,7 @@ describe.skipIf(!haveCli)(title, () => {
 
   const json = async (args: string[]): Promise<any> => JSON.parse(await ok(args));
 
-  it('fn version names the server\'s version', async () => {
+  it("fn version names the server's version", async () => {
     const out = await ok(['version']);
     expect(out).toContain('Client version: 0.6.41');
     expect(out).toMatch(new RegExp(`Server version:\\s+${VERSION.replaceAll('.', '\\.')}`));
@@ -140,7 +138,7 @@ describe.skipIf(!haveCli)(title, () => {
     expect((await json(['inspect', 'app', 'cliapp'])).config).toBeUndefined();
   });
 
-  it('updates a function\'s memory and timeout, and an app\'s annotations', async () => {
+  it("updates a function's memory and timeout, and an app's annotations", async () => {
     await ok(['update', 'function', 'cliapp', 'hello', '--memory', '256', '--timeout', '60']);
     expect(await json(['inspect', 'function', 'cliapp', 'hello'])).toMatchObject({ memory: 256, timeout: 60, image: helloImage });
     await ok(['update', 'app', 'cliapp', '--annotation', 'owner="me"']);

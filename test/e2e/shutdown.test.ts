@@ -40,7 +40,11 @@ async function probeFn(fnts: FntsProcess, name: string, image = probe): Promise<
 }
 
 /** A call that may be cut by the shutdown: its status, or 0 when the connection closed first. */
-const settle = (p: Promise<{ status: number }>) => p.then((r) => r.status, () => 0);
+const settle = (p: Promise<{ status: number }>) =>
+  p.then(
+    (r) => r.status,
+    () => 0,
+  );
 
 describe('stopping the server', () => {
   it('stops the server when a supervisor sends SIGTERM to `npm start`', async () => {
@@ -61,7 +65,16 @@ describe('stopping the server', () => {
     npm.kill('SIGTERM');
     expect(await exited).toBe(0);
     // The server itself is gone, not orphaned and still holding the port.
-    expect(await eventually(() => fetch(`${url}/version`).then(() => false, () => true), 5000)).toBe(true);
+    expect(
+      await eventually(
+        () =>
+          fetch(`${url}/version`).then(
+            () => false,
+            () => true,
+          ),
+        5000,
+      ),
+    ).toBe(true);
     expect(output).toContain('fnts stopped');
   }, 60_000);
 

@@ -89,7 +89,7 @@ describe.skipIf(!docker)('records and detached calls through an LB', () => {
     expect(await record(fn.id, id)).toMatchObject({ status: 'error', attempts: 2 });
   });
 
-  it('refuses a record batch that is not one, in Fn\'s words', async () => {
+  it("refuses a record batch that is not one, in Fn's words", async () => {
     const res = await fetch(`${api.url}/v2/runner/calls`, { method: 'POST', body: JSON.stringify({ records: [{ id: 'x' }] }) });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ message: 'Invalid call records: records[0] needs id, fn_id, app_id, status and created_at' });

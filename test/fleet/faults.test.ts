@@ -126,11 +126,15 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
     slot.proc = await startRunner(slot);
     const listening = performance.now();
     const runner = slot.proc;
-    const back = await eventually(async () => {
-      const answers = await Promise.all([0, 1].map(() => call(lbUrl(), fnId, `probe-${probes++}`, 0)));
-      expect(answers.map((x) => x.status)).toEqual([200, 200]);
-      return ranCounts(runner.output()).size > 0;
-    }, 3000, 50);
+    const back = await eventually(
+      async () => {
+        const answers = await Promise.all([0, 1].map(() => call(lbUrl(), fnId, `probe-${probes++}`, 0)));
+        expect(answers.map((x) => x.status)).toEqual([200, 200]);
+        return ranCounts(runner.output()).size > 0;
+      },
+      3000,
+      50,
+    );
     expect(back).toBe(true);
     return { startMs: Math.round(listening - t0), backMs: Math.round(performance.now() - listening) };
   }
@@ -142,10 +146,7 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
       { name: 'a', grpcPort: grpcA, dbUrl: `sqlite3://${join(dir, 'a', 'fn.db')}` },
       { name: 'b', grpcPort: grpcB, dbUrl: `sqlite3://${join(dir, 'b', 'fn.db')}` },
     ];
-    const [apiProc, ...runnerProcs] = await Promise.all([
-      startFnts({ FN_NODE_TYPE: 'api', FN_DB_URL: `sqlite3://${join(dir, 'api', 'fn.db')}` }),
-      ...slots.map((s) => startRunner(s)),
-    ]);
+    const [apiProc, ...runnerProcs] = await Promise.all([startFnts({ FN_NODE_TYPE: 'api', FN_DB_URL: `sqlite3://${join(dir, 'api', 'fn.db')}` }), ...slots.map((s) => startRunner(s))]);
     api = apiProc!;
     runners = slots.map((s, i) => ({ ...s, proc: runnerProcs[i]! }));
     lbEnv = {
@@ -170,7 +171,11 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
     const stopped = await Promise.allSettled([lb, ...(runners ?? []).map((r) => r.proc), api].filter(Boolean).map((p) => p.stop()));
     // Whatever a failed test left (a killed runner's containers): this file's runners' owners only.
     for (const r of runners ?? []) {
-      for (const c of await containersOfOwner(ownerOf(r.dbUrl))) await docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+      for (const c of await containersOfOwner(ownerOf(r.dbUrl)))
+        await docker()
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => undefined);
     }
     for (const r of runners ?? []) rmSync(iofsPath(r.name), { recursive: true, force: true });
     rmSync(dir, { recursive: true, force: true });
@@ -225,7 +230,9 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
       expect(ranB.get(token)).toBe(1);
     }
     expect(await containersOfOwner(ownerOf(a.dbUrl))).toEqual([]);
-    console.info(`drain: ${onA.length} calls in flight on the runner, ${during.length} calls sent during the drain (${afterDrainStarted.length} after it began), SIGTERM to exit ${Math.round(drainMs)} ms`);
+    console.info(
+      `drain: ${onA.length} calls in flight on the runner, ${during.length} calls sent during the drain (${afterDrainStarted.length} after it began), SIGTERM to exit ${Math.round(drainMs)} ms`,
+    );
 
     const { startMs, backMs } = await restartRunner(a);
     console.info(`drain: the runner restarted in ${startMs} ms; the LB placed a call on it ${backMs} ms after it listened`);
@@ -263,7 +270,9 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
       const ok = answers.filter((x) => x.status === 200);
       const failed = answers.filter((x) => x.status !== 200);
       const seconds = (performance.now() - t0) / 1000;
-      figures.push(`run ${run + 1}: ${ok.length}/${answers.length} answered 200, ${failed.length} errors, ${(answers.length / seconds).toFixed(0)} calls/s, SIGTERM to exit ${Math.round(exitedAt - termAt)} ms`);
+      figures.push(
+        `run ${run + 1}: ${ok.length}/${answers.length} answered 200, ${failed.length} errors, ${(answers.length / seconds).toFixed(0)} calls/s, SIGTERM to exit ${Math.round(exitedAt - termAt)} ms`,
+      );
       expect(failed.map((x) => [x.status, typeof x.body === 'object' ? x.body.message : x.body])).toEqual([]);
       for (const x of ok) expect(x.body.token).toBe(x.token);
       // Every call ran once, on one runner or the other.
@@ -347,7 +356,11 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
       expect(answers[0]!.body.message).toMatch(/no runner is reachable/);
       // Fast: not the fn's 10 s timeout (Fn's and the old answer: 503 Timed out - server too busy after it).
       expect(perCallMs).toBeLessThan(500);
-      const unreachableLines = (): number => lonely.output().split('\n').filter((l) => l.includes('runner unreachable')).length;
+      const unreachableLines = (): number =>
+        lonely
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('runner unreachable')).length;
       expect(unreachableLines()).toBeLessThanOrEqual(2);
 
       // A runner comes up on one of the addresses: ready again, calls placed, and that said once with a count.

@@ -59,7 +59,7 @@ describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () 
     expect(res.headers.get('transfer-encoding')).toBeNull();
   });
 
-  it('serves an HTTP trigger: the caller\'s method, URL and headers reach the function, its status and headers come back', async () => {
+  it("serves an HTTP trigger: the caller's method, URL and headers reach the function, its status and headers come back", async () => {
     const app = await api.app();
     const fn = await api.fn(app, echo);
     await api.post('/v2/triggers', { app_id: app.id, fn_id: fn.id, name: 'echo', type: 'http', source: '/echo/it' });
@@ -72,7 +72,7 @@ describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () 
     expect(res.json.callId).toBe(res.headers.get('fn-call-id'));
   });
 
-  it('answers Fn\'s 404s for what the API node does not have', async () => {
+  it("answers Fn's 404s for what the API node does not have", async () => {
     const missingFn = await lb.invoke('01ARZ3NDEKTSV4RRFFQ69G5FAV');
     expect(missingFn.status).toBe(404);
     expect(missingFn.json).toEqual({ message: 'Fn not found' });

@@ -28,7 +28,7 @@ fdk.handle(function () {
 `;
 
 const skipReason = !peerPresent(fnServerPresent(), 'interop with Fn', `Fn's server is not at ${FNSERVER} (a fresh clone has no ../shared)`)
-  ? 'Fn\'s server is absent'
+  ? "Fn's server is absent"
   : !(await dockerReachable())
     ? 'the Docker engine does not answer'
     : '';
@@ -198,28 +198,43 @@ describe.skipIf(skipReason)(`interop with Fn's own fleet${skipReason ? ` (skippe
       // runner's connection was cut, and the calls in flight on it answered
       // 500 (runner/reset-filter.ts). Under one placer only: the load is the
       // same whichever places it.
-      if (placer === 'naive') it(`answers every call under load: ${LOAD_CONNECTIONS} connections for ${LOAD_MS / 1000} s, 0 errors`, async () => {
-        const call = caller(lb.url);
-        const errors: string[] = [];
-        let ok = 0;
-        const t0 = performance.now();
-        await Promise.all(
-          Array.from({ length: LOAD_CONNECTIONS }, async (_, w) => {
-            for (let i = 0; performance.now() - t0 < LOAD_MS; i++) {
-              const res = await call(`/invoke/${seeded.hello}`, { body: { name: `${w}-${i}` }, headers: JSON_BODY }).catch((err: unknown) => ({ status: 0, text: String(err), json: undefined }));
-              if (res.status === 200 && res.json?.message === `Hello ${w}-${i}`) ok++;
-              else errors.push(`${res.status} ${res.text.slice(0, 200)}`);
-            }
-          }),
+      if (placer === 'naive')
+        it(
+          `answers every call under load: ${LOAD_CONNECTIONS} connections for ${LOAD_MS / 1000} s, 0 errors`,
+          async () => {
+            const call = caller(lb.url);
+            const errors: string[] = [];
+            let ok = 0;
+            const t0 = performance.now();
+            await Promise.all(
+              Array.from({ length: LOAD_CONNECTIONS }, async (_, w) => {
+                for (let i = 0; performance.now() - t0 < LOAD_MS; i++) {
+                  const res = await call(`/invoke/${seeded.hello}`, { body: { name: `${w}-${i}` }, headers: JSON_BODY }).catch((err: unknown) => ({ status: 0, text: String(err), json: undefined }));
+                  if (res.status === 200 && res.json?.message === `Hello ${w}-${i}`) ok++;
+                  else errors.push(`${res.status} ${res.text.slice(0, 200)}`);
+                }
+              }),
+            );
+            const seconds = (performance.now() - t0) / 1000;
+            console.info(
+              `Fn's LB in front of two fnts runners, ${LOAD_CONNECTIONS} connections for ${seconds.toFixed(1)} s: ${ok}/${ok + errors.length} answered 200, ${errors.length} errors, ${((ok + errors.length) / seconds).toFixed(0)} calls/s`,
+            );
+            if (errors.length > 0)
+              console.info(
+                lb
+                  .output()
+                  .split('\n')
+                  .filter((l) => /level=(error|warn)|Receive error|draining/.test(l))
+                  .slice(-20)
+                  .join('\n'),
+              );
+            expect(errors.slice(0, 5)).toEqual([]);
+            expect(errors.length).toBe(0);
+            // Enough calls that a connection saw far more than nghttp2's 1000 resets.
+            expect(ok).toBeGreaterThan(2000);
+          },
+          LOAD_MS + 30_000,
         );
-        const seconds = (performance.now() - t0) / 1000;
-        console.info(`Fn's LB in front of two fnts runners, ${LOAD_CONNECTIONS} connections for ${seconds.toFixed(1)} s: ${ok}/${ok + errors.length} answered 200, ${errors.length} errors, ${((ok + errors.length) / seconds).toFixed(0)} calls/s`);
-        if (errors.length > 0) console.info(lb.output().split('\n').filter((l) => /level=(error|warn)|Receive error|draining/.test(l)).slice(-20).join('\n'));
-        expect(errors.slice(0, 5)).toEqual([]);
-        expect(errors.length).toBe(0);
-        // Enough calls that a connection saw far more than nghttp2's 1000 resets.
-        expect(ok).toBeGreaterThan(2000);
-      }, LOAD_MS + 30_000);
 
       it("count the calls Fn's LB placed in their Status", async () => {
         const sum = (list: Array<Awaited<ReturnType<RunnerClient['status']>>>, key: 'requestsReceived' | 'requestsHandled'): number => list.reduce((n, s) => n + s[key], 0);

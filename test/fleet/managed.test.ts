@@ -61,7 +61,7 @@ describe.skipIf(!docker)('an LB whose runners a pool manager lists (FN_NPM_ADDRE
     manager.close();
   });
 
-  it('places each app\'s calls on the runners the manager lists for the app\'s group, and only there', async () => {
+  it("places each app's calls on the runners the manager lists for the app's group, and only there", async () => {
     manager.members.set('default', [addresses[0]!]);
     manager.members.set('gpu', [addresses[1]!]);
     const plain = await api.fn(await api.app(), hello);
@@ -84,7 +84,7 @@ describe.skipIf(!docker)('an LB whose runners a pool manager lists (FN_NPM_ADDRE
     expect(got[0]! + got[2]!).toBe(8);
   });
 
-  it('drains a runner the manager removes: its calls in flight finish, new calls go to the others; the group\'s need is advertised while calls run and zero after', async () => {
+  it("drains a runner the manager removes: its calls in flight finish, new calls go to the others; the group's need is advertised while calls run and zero after", async () => {
     const app = await api.app();
     const [slow, quick] = await Promise.all([api.fn(app, probe, { timeout: 20 }), api.fn(app, hello)]);
     const slowCalls = Promise.all(Array.from({ length: 4 }, (_, i) => lb.invoke(slow.id, { sleep: 4000, log: `slow ${i}` })));

@@ -13,7 +13,7 @@ import { callFn, newFnFromJson, newAppFromJson, newId, type Call, type CallFn } 
 import { probeImage } from '../support/functions.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 
-describe('a pure runner given calls past the API\'s limits', () => {
+describe("a pure runner given calls past the API's limits", () => {
   let runner: TestServer;
   let client: RunnerClient;
   let good: CallFn;
@@ -71,7 +71,7 @@ describe('a pure runner given calls past the API\'s limits', () => {
     expect((await engage(callOf({}))).status).toBe(200);
   });
 
-  it('runs a call whose app and fn config are both at the API\'s largest (the limit is one a container takes)', async () => {
+  it("runs a call whose app and fn config are both at the API's largest (the limit is one a container takes)", async () => {
     const entries = (prefix: string): Record<string, string> => Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`${prefix}${i}`, 'x'.repeat(64 * 1024 - 8)]));
     const answer = await engage(callOf({ config: { ...entries('APP_'), ...entries('FN_') } }));
     expect(answer).toEqual({ status: 200, message: '' });

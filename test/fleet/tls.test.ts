@@ -74,7 +74,9 @@ describe.skipIf(!docker)('mutual TLS between LB and runner', () => {
 
   it('reaches a pool manager with the same certificates, and the runners it lists', async () => {
     const manager = new StandInManager();
-    await manager.start(grpc.ServerCredentials.createSsl(readFileSync(tls.FNTS_GRPC_TLS_CA!), [{ cert_chain: readFileSync(tls.FNTS_GRPC_TLS_CERT!), private_key: readFileSync(tls.FNTS_GRPC_TLS_KEY!) }], true));
+    await manager.start(
+      grpc.ServerCredentials.createSsl(readFileSync(tls.FNTS_GRPC_TLS_CA!), [{ cert_chain: readFileSync(tls.FNTS_GRPC_TLS_CERT!), private_key: readFileSync(tls.FNTS_GRPC_TLS_KEY!) }], true),
+    );
     try {
       manager.members.set('default', [`127.0.0.1:${runner.server.grpcPort}`]);
       const lb = await lbWith({ ...tls, FN_NPM_ADDRESS: `127.0.0.1:${manager.port}`, FNTS_NPM_POLL_MSECS: '100', FNTS_NPM_ADVERTISE_MSECS: '100' });

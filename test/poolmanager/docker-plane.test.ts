@@ -64,13 +64,24 @@ function group(p: DockerPlane): string {
 /** The group's runners once there are `n`, each with an address and answering Status. */
 async function answering(p: DockerPlane, g: string, n: number): Promise<Array<{ id: string; address: string }>> {
   let up: Array<{ id: string; address: string }> = [];
-  const ok = await eventually(async () => {
-    const rs = await p.runners(g);
-    if (rs.length !== n || rs.some((r) => r.address === undefined)) return false;
-    const answers = await Promise.all(rs.map((r) => status.probe(r.address!).then(() => true, () => false)));
-    up = rs.map((r) => ({ id: r.id, address: r.address! }));
-    return answers.every(Boolean);
-  }, 30_000, 200);
+  const ok = await eventually(
+    async () => {
+      const rs = await p.runners(g);
+      if (rs.length !== n || rs.some((r) => r.address === undefined)) return false;
+      const answers = await Promise.all(
+        rs.map((r) =>
+          status.probe(r.address!).then(
+            () => true,
+            () => false,
+          ),
+        ),
+      );
+      up = rs.map((r) => ({ id: r.id, address: r.address! }));
+      return answers.every(Boolean);
+    },
+    30_000,
+    200,
+  );
   expect(ok, `${n} runner(s) of ${g} did not come up`).toBe(true);
   return up;
 }
@@ -144,7 +155,10 @@ describe('DOCKER_HOST', () => {
 
       // Nothing there: the plane says which engine it could not reach, it does not fall back to another.
       const none = plane({ engine: { kind: 'unix', path: `${dir}/none.sock` } });
-      const err = await none.runners(g).then(() => undefined, (e: unknown) => e);
+      const err = await none.runners(g).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(ControlPlaneError);
       expect((err as Error).message).toContain(`the Docker engine at unix://${dir}/none.sock could not list the runners`);
     } finally {
@@ -156,7 +170,7 @@ describe('DOCKER_HOST', () => {
   it('a tcp address: the plane dials it and its runners get it as their DOCKER_HOST, with no socket mounted', async () => {
     // The host's address on the engine's default bridge (node lists docker0 only while a container is attached to it).
     const gateway = /inet (\d+\.\d+\.\d+\.\d+)/.exec(execFileSync('ip', ['-4', '-o', 'addr', 'show', 'docker0'], { encoding: 'utf8' }))?.[1];
-    expect(gateway, 'the engine\'s default bridge (docker0) has an IPv4 address').toBeDefined();
+    expect(gateway, "the engine's default bridge (docker0) has an IPv4 address").toBeDefined();
     // The engine's API on tcp, where containers reach the host: a pass-through to its socket that notes who connects.
     const callers = new Set<string>();
     const proxy: Server = createServer((client) => {
@@ -199,7 +213,9 @@ describe('DOCKER_HOST', () => {
       }
       return 'accepted';
     };
-    expect(refusal({ kind: 'tcp', host: '127.0.0.1', port: 2375, tls: false })).toMatch(/DOCKER_HOST=tcp:\/\/127\.0\.0\.1:2375 cannot be given to runner containers: 127\.0\.0\.1 is the manager's own loopback/);
+    expect(refusal({ kind: 'tcp', host: '127.0.0.1', port: 2375, tls: false })).toMatch(
+      /DOCKER_HOST=tcp:\/\/127\.0\.0\.1:2375 cannot be given to runner containers: 127\.0\.0\.1 is the manager's own loopback/,
+    );
     expect(refusal({ kind: 'tcp', host: '10.0.0.5', port: 2376, tls: true })).toMatch(/with TLS .* use the engine's unix socket/);
     expect(refusal({ kind: 'other', url: 'ssh://me@host' })).toMatch(/supports unix:\/\/\/path\/to\/docker.sock and tcp:\/\/host:port/);
   });
@@ -234,7 +250,10 @@ describe('FNTS_RUNNER_PORT_RANGE', () => {
       expect(two.map((r) => r.address).sort()).toEqual([`127.0.0.1:${first + 1}`, `127.0.0.1:${first + 2}`]);
 
       // Full: no third runner, and the error says what to change.
-      const err = await p.provision(g, 1).then(() => undefined, (e: unknown) => e);
+      const err = await p.provision(g, 1).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(ControlPlaneError);
       expect((err as Error).message).toMatch(new RegExp(`FNTS_RUNNER_PORT_RANGE=${first}-${first + 2}`));
       expect(await p.runners(g)).toHaveLength(2);

@@ -76,7 +76,7 @@ describe('KubernetesPlane, replayed', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('creates a group\'s Deployment, scales it, removes the pod it names, and lists running pods by their IPs', async () => {
+  it("creates a group's Deployment, scales it, removes the pod it names, and lists running pods by their IPs", async () => {
     expect(await plane.runners('default')).toEqual([]);
     expect(await plane.provision('default', 2)).toBe(2);
     expect(await plane.runners('default')).toEqual([
@@ -103,9 +103,22 @@ describe('KubernetesPlane, replayed', () => {
   });
 
   it('puts a Docker engine beside each runner, sharing the socket folder at the same path', () => {
-    const spec = (plane as unknown as { spec(g: string, n: number): { spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value: string }>; volumeMounts: Array<{ name: string; mountPath: string }> }> } } } } }).spec('default', 1);
+    const spec = (
+      plane as unknown as {
+        spec(
+          g: string,
+          n: number,
+        ): { spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value: string }>; volumeMounts: Array<{ name: string; mountPath: string }> }> } } } };
+      }
+    ).spec('default', 1);
     const [runner, engine] = spec.spec.template.spec.containers;
-    expect(runner!.env).toEqual(expect.arrayContaining([{ name: 'FN_NODE_TYPE', value: 'pure-runner' }, { name: 'FN_IOFS_PATH', value: '/iofs' }, { name: 'DOCKER_HOST', value: 'unix:///var/run/dind/docker.sock' }]));
+    expect(runner!.env).toEqual(
+      expect.arrayContaining([
+        { name: 'FN_NODE_TYPE', value: 'pure-runner' },
+        { name: 'FN_IOFS_PATH', value: '/iofs' },
+        { name: 'DOCKER_HOST', value: 'unix:///var/run/dind/docker.sock' },
+      ]),
+    );
     expect(engine!.volumeMounts).toEqual(runner!.volumeMounts);
   });
 });

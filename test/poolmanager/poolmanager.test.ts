@@ -64,7 +64,7 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane', () => {
     expect(code).toBe(0);
   });
 
-  it('starts a runner for an LB\'s demand, runs a call on it, and drains and removes it once the demand stops', async () => {
+  it("starts a runner for an LB's demand, runs a call on it, and drains and removes it once the demand stops", async () => {
     expect(await client.getLBGroup('default')).toEqual([]);
     // An LB advertising 300 MB of calls in flight, twice a second.
     const advertise = setInterval(() => void client.advertiseCapacity('lb-test', { default: 300 }).catch(() => undefined), 500);

@@ -44,7 +44,13 @@ describe.each(['docker', 'swarm'] as const)('a managed fleet on the %s control p
     for (const address of await membership()) {
       let probe = probes.get(address);
       if (!probe) probes.set(address, (probe = new RunnerClient(address)));
-      out.set(address, await probe.status(1000).then((s) => s.requestsHandled, () => 0));
+      out.set(
+        address,
+        await probe.status(1000).then(
+          (s) => s.requestsHandled,
+          () => 0,
+        ),
+      );
     }
     return out;
   }

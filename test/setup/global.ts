@@ -35,7 +35,14 @@ export default async function setup(): Promise<() => Promise<void>> {
   return async () => {
     const leaked = await containersOfRun(tag);
     if (leaked.length === 0) return;
-    await Promise.all(leaked.map((c) => docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(
+      leaked.map((c) =>
+        docker()
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
     // Thrown errors in a teardown do not fail the run: say so and set the exit code.
     const described = leaked.map((c) => `  ${c.Names[0] ?? c.Id} (${c.Image}, ${c.State})`).join('\n');
     process.stderr.write(`\nFAIL: tests left ${leaked.length} container(s) behind (now removed):\n${described}\n`);

@@ -23,7 +23,13 @@ function sources(dir: string): string[] {
  * Comparisons of an error's or outcome's words: `.message ===`, `=== E.X.message`,
  * `.error === '...'`, `.message.includes(` (a check of its type, or that it is empty, is no decision by words).
  */
-const SPELLED = [/(?<!typeof [\w.]*)\.message\s*[!=]==/, /[!=]==\s*E\.\w+\.message\b/, /\.error\s*[!=]==\s*(E\.|(['"`])[^'"`])/, /\.(message|error)\??\.(includes|startsWith|endsWith)\(/, /\.(message|error)\s*\??\.match\(/];
+const SPELLED = [
+  /(?<!typeof [\w.]*)\.message\s*[!=]==/,
+  /[!=]==\s*E\.\w+\.message\b/,
+  /\.error\s*[!=]==\s*(E\.|(['"`])[^'"`])/,
+  /\.(message|error)\??\.(includes|startsWith|endsWith)\(/,
+  /\.(message|error)\s*\??\.match\(/,
+];
 
 describe('decisions', () => {
   it('never compare the words of an error or an outcome', () => {

@@ -30,7 +30,11 @@ function anchors(file: string): Set<string> {
   for (const [, line] of prose(file)) {
     const m = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
     if (!m) continue;
-    const slug = m[1]!.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');
+    const slug = m[1]!
+      .trim()
+      .toLowerCase()
+      .replace(/[^\w\- ]/g, '')
+      .replace(/ /g, '-');
     const n = seen.get(slug) ?? 0;
     seen.set(slug, n + 1);
     out.add(n === 0 ? slug : `${slug}-${n}`);

@@ -128,6 +128,13 @@ export async function startFnServer(role: FnServer['role'], tag: string, env: Re
 /** Removes every container Fn started with `tag` (after its servers stopped); answers how many there were. */
 export async function removeFnContainers(tag: string): Promise<number> {
   const left = await docker().listContainers({ all: true, filters: { label: [`${FN_TAG_LABEL}=${tag}`] } });
-  await Promise.all(left.map((c) => docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    left.map((c) =>
+      docker()
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
   return left.length;
 }

@@ -50,7 +50,12 @@ export function grpcJsService(name: 'fn-runner' | 'fn-poolmanager', service: str
 }
 
 /** A grpc-js client of `service` at 127.0.0.1:`port`, its methods by name. */
-export function grpcJsClient(name: 'fn-runner' | 'fn-poolmanager', service: string, port: number, credentials = grpc.credentials.createInsecure()): grpc.Client & Record<string, (...args: unknown[]) => unknown> {
+export function grpcJsClient(
+  name: 'fn-runner' | 'fn-poolmanager',
+  service: string,
+  port: number,
+  credentials = grpc.credentials.createInsecure(),
+): grpc.Client & Record<string, (...args: unknown[]) => unknown> {
   const Client = grpc.makeGenericClientConstructor(grpcJsService(name, service), service);
   return new Client(`127.0.0.1:${port}`, credentials) as never;
 }

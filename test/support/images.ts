@@ -58,12 +58,7 @@ const FDK_DIR = join(root, 'node_modules', '@fnproject', 'fdk');
  * the official FDK (`require('@fnproject/fdk')`), entrypoint `node func.js`.
  * Returns the image tag, which changes whenever the source does.
  */
-export async function ensureFunctionImage(
-  name: string,
-  funcJs: string,
-  extraFiles: Record<string, string> = {},
-  entrypoint: readonly string[] = ['node', 'func.js'],
-): Promise<string> {
+export async function ensureFunctionImage(name: string, funcJs: string, extraFiles: Record<string, string> = {}, entrypoint: readonly string[] = ['node', 'func.js']): Promise<string> {
   const base = await ensureNodeBaseImage();
   const fdkFiles = listFiles(FDK_DIR).sort();
   const tag = `fnts-test/${name}:${digest([base, funcJs, JSON.stringify(extraFiles), JSON.stringify(entrypoint), ...fdkFiles.map((f) => readFileSync(join(FDK_DIR, f)))])}`;

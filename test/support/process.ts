@@ -49,11 +49,7 @@ export async function stopLeftoverServers(graceMs = 15_000): Promise<number> {
   return left.length;
 }
 
-export function runFnts(
-  args: string[],
-  env: Record<string, string>,
-  cwd?: string,
-): { proc: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
+export function runFnts(args: string[], env: Record<string, string>, cwd?: string): { proc: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
   const proc = spawn(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env['PATH'] ?? '', ...testRunTag(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(proc);
   proc.once('exit', () => live.delete(proc));

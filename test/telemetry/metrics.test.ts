@@ -110,12 +110,18 @@ describe('GET /metrics', () => {
     expect(ofFn(after, 'fn_container_busy_duration_seconds')).toBeGreaterThanOrEqual(5);
 
     // The wait histogram's buckets are cumulative and end at +Inf = count.
-    const buckets = after.get('fnts_call_wait_duration_seconds')!.samples.get('fnts_call_wait_duration_seconds_bucket')!.filter((b) => b.labels['fn_id'] === fn.id);
+    const buckets = after
+      .get('fnts_call_wait_duration_seconds')!
+      .samples.get('fnts_call_wait_duration_seconds_bucket')!
+      .filter((b) => b.labels['fn_id'] === fn.id);
     expect(buckets.map((b) => b.value)).toEqual([...buckets.map((b) => b.value)].sort((a, b) => a - b));
     expect(buckets.at(-1)).toMatchObject({ labels: { le: '+Inf' }, value: 5 });
 
     // API latency is kept under route templates, never raw URLs.
-    const api = after.get('fn_api_latency')!.samples.get('fn_api_latency_count')!.map((m) => m.labels['path']);
+    const api = after
+      .get('fn_api_latency')!
+      .samples.get('fn_api_latency_count')!
+      .map((m) => m.labels['path']);
     expect(api).toContain('/invoke/:fnID');
     expect(api).toContain('/v2/fns');
     expect(api.some((p) => p?.includes(fn.id))).toBe(false);

@@ -132,7 +132,11 @@ describe('tracing (OTLP/HTTP)', () => {
       expect(attr(submit, 'fn.fn_id')).toBe(fn.id);
       expect(attr(submit, 'fn.app_id')).toBe(fn.app_id);
     }
-    const children = (parent: OtlpSpan): string[] => receiver.spans.filter((x) => x.parentSpanId === parent.spanId).map((x) => x.name).sort();
+    const children = (parent: OtlpSpan): string[] =>
+      receiver.spans
+        .filter((x) => x.parentSpanId === parent.spanId)
+        .map((x) => x.name)
+        .sort();
     // The first call waited for a container start; the second found it warm.
     expect(children(submits[0]!)).toEqual(['agent_get_slot', 'agent_hot_exec']);
     const slot0 = receiver.spans.find((x) => x.parentSpanId === submits[0]!.spanId && x.name === 'agent_get_slot')!;

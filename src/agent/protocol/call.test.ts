@@ -11,7 +11,7 @@ describe('withoutHopHeaders', () => {
 });
 
 describe('rfc3339', () => {
-  it('formats like Go\'s time.RFC3339 in UTC, without fractions', () => {
+  it("formats like Go's time.RFC3339 in UTC, without fractions", () => {
     expect(rfc3339(new Date('2026-11-22T17:13:00.987Z'))).toBe('2026-11-22T17:13:00Z');
     expect(rfc3339(new Date('2026-11-22T17:13:01.001Z'))).toBe('2026-11-22T17:13:01Z');
   });

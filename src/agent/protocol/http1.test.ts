@@ -33,8 +33,7 @@ function parse(wire: string, size: number): Collected {
 }
 
 const CHUNKED =
-  'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nFn-Fdk-Version: fdk-node/0.0.76\r\nTransfer-Encoding: chunked\r\n\r\n' +
-  '7\r\n{"a":1}\r\n3;ext=1\r\n,"b\r\n0\r\nX-Trailer: t\r\n\r\n';
+  'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nFn-Fdk-Version: fdk-node/0.0.76\r\nTransfer-Encoding: chunked\r\n\r\n' + '7\r\n{"a":1}\r\n3;ext=1\r\n,"b\r\n0\r\nX-Trailer: t\r\n\r\n';
 
 describe('ResponseParser', () => {
   it.each([1, 2, 3, 7, 64, 10_000])('parses a chunked answer however the bytes are split (%i at a time)', (size) => {

@@ -15,7 +15,6 @@ import { Readable, type Duplex } from 'node:stream';
 import { ApiError, E, FunctionError } from '../../models/index.js';
 import { isFraming, sameName, withoutHopHeaders, type RawHeaders } from './call.js';
 
-
 export interface ResponseHead {
   readonly status: number;
   readonly headers: RawHeaders;
@@ -179,13 +178,7 @@ export class ResponseParser {
     const d0 = text.charCodeAt(9) - 48;
     const d1 = text.charCodeAt(10) - 48;
     const d2 = text.charCodeAt(11) - 48;
-    if (
-      eol < 12 ||
-      !text.startsWith('HTTP/1.') ||
-      text.charCodeAt(8) !== 32 ||
-      d0 < 1 || d0 > 5 || d1 < 0 || d1 > 9 || d2 < 0 || d2 > 9 ||
-      (eol > 12 && text.charCodeAt(12) !== 32)
-    ) {
+    if (eol < 12 || !text.startsWith('HTTP/1.') || text.charCodeAt(8) !== 32 || d0 < 1 || d0 > 5 || d1 < 0 || d1 > 9 || d2 < 0 || d2 > 9 || (eol > 12 && text.charCodeAt(12) !== 32)) {
       throw new ProtocolError(`bad status line from the function: ${JSON.stringify(text.slice(0, Math.min(eol, 80)))}`);
     }
     const status = d0 * 100 + d1 * 10 + d2;
@@ -382,12 +375,7 @@ export interface HttpAnswer {
  * reason given to cancel(). A body over the buffering limit is streamed; a
  * stream that outgrows `limit` (Infinity: none) is cut.
  */
-export function httpExchange(
-  conn: ContainerConnection,
-  head: string,
-  body: Buffer | Readable | null,
-  limit: number,
-): { response: Promise<HttpAnswer>; cancel(reason: unknown): void } {
+export function httpExchange(conn: ContainerConnection, head: string, body: Buffer | Readable | null, limit: number): { response: Promise<HttpAnswer>; cancel(reason: unknown): void } {
   const max = limit;
   const bufferLimit = Math.min(max, STREAM_AFTER_BYTES);
   let cancel: (reason: unknown) => void = () => undefined;

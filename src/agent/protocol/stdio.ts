@@ -50,7 +50,7 @@ class StdioDuplex extends Duplex {
 export function stdioConnection(stdin: Writable, stdout: Readable): ContainerConnection {
   const duplex = new StdioDuplex(stdin, stdout);
   return new ContainerConnection(() => {
-    if (duplex.destroyed) throw new FunctionError(E.FunctionResponse, { message: 'the container\'s stdio stream is closed' });
+    if (duplex.destroyed) throw new FunctionError(E.FunctionResponse, { message: "the container's stdio stream is closed" });
     return duplex;
   });
 }

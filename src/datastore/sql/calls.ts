@@ -69,7 +69,13 @@ export class SqlCallStore implements CallStore {
       query = query.where((eb) => eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]));
     }
     const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limitOf(filter)).execute();
-    return toPage(rows, limitOf(filter) - 1, (r) => JSON.parse(r.record) as CallRecord, 'calls', (r) => [r.created_at, r.id]);
+    return toPage(
+      rows,
+      limitOf(filter) - 1,
+      (r) => JSON.parse(r.record) as CallRecord,
+      'calls',
+      (r) => [r.created_at, r.id],
+    );
   }
 
   async getLog(fnId: string, callId: string): Promise<string> {
@@ -92,7 +98,12 @@ export class SqlCallStore implements CallStore {
       .execute(async (trx) => {
         let replaced = 0;
         for (const r of records) {
-          const res = await trx.updateTable('calls').set({ status: r.status, record: JSON.stringify(r) }).where('id', '=', r.id).where('status', '=', 'queued').executeTakeFirst();
+          const res = await trx
+            .updateTable('calls')
+            .set({ status: r.status, record: JSON.stringify(r) })
+            .where('id', '=', r.id)
+            .where('status', '=', 'queued')
+            .executeTakeFirst();
           replaced += Number(res.numUpdatedRows);
         }
         return replaced;

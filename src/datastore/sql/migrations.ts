@@ -68,7 +68,10 @@ const m0001: Migration = {
 // fns.format: how the agent talks to the container (issue: stdio and cold formats).
 const m0002: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable('fns').addColumn('format', 'varchar(32)', (c) => c.notNull().defaultTo('http-stream')).execute();
+    await db.schema
+      .alterTable('fns')
+      .addColumn('format', 'varchar(32)', (c) => c.notNull().defaultTo('http-stream'))
+      .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
     await db.schema.alterTable('fns').dropColumn('format').execute();
@@ -166,7 +169,10 @@ const m0005: Migration = {
 // reconciler of queued records finds its rows by status.
 const m0006: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable('mq').addColumn('redeliveries', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('mq')
+      .addColumn('redeliveries', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
     await db.schema.alterTable('mq').addColumn('dead_at', 'bigint').execute();
     await sql`UPDATE mq SET dead_at = ${Date.now()} WHERE state = 'dead'`.execute(db);
     await db.schema
@@ -178,14 +184,20 @@ const m0006: Migration = {
       .addPrimaryKeyConstraint('mq_bodies_pk', ['id', 'seq'])
       .execute();
     await sql`INSERT INTO mq_bodies (id, seq, chunk, created_at) SELECT id, 0, body, enqueued_at FROM mq WHERE length(body) > 0`.execute(db);
-    await db.schema.alterTable('mq').addColumn('body_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('mq')
+      .addColumn('body_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
     await sql`UPDATE mq SET body_bytes = length(body)`.execute(db);
     await db.schema.alterTable('mq').dropColumn('body').execute();
     await db.schema.createIndex('calls_status_created_at_idx').on('calls').columns(['status', 'created_at']).execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
     await db.schema.dropIndex('calls_status_created_at_idx').execute();
-    await db.schema.alterTable('mq').addColumn('body', 'blob', (c) => c.notNull().defaultTo(sql`x''`)).execute();
+    await db.schema
+      .alterTable('mq')
+      .addColumn('body', 'blob', (c) => c.notNull().defaultTo(sql`x''`))
+      .execute();
     // SQL has no concatenation of blobs that stays a blob: joined here.
     const chunks = await sql<{ id: string; chunk: Buffer }>`SELECT id, chunk FROM mq_bodies ORDER BY id, seq`.execute(db);
     const bodies = new Map<string, Buffer[]>();

@@ -15,7 +15,17 @@ describe('the call record writer thread', () => {
     const before = threadNiceValues().filter((n) => n === 10).length;
     const store = await openSqlite(join(dir, 'nice.db'));
     try {
-      const record: CallRecord = { id: 'C1', fn_id: 'F', app_id: 'A', app_name: 'a', path: '/invoke/F', status: 'success', created_at: new Date().toISOString(), stats: [], timings: { wait_ms: 1, exec_ms: 2 } };
+      const record: CallRecord = {
+        id: 'C1',
+        fn_id: 'F',
+        app_id: 'A',
+        app_name: 'a',
+        path: '/invoke/F',
+        status: 'success',
+        created_at: new Date().toISOString(),
+        stats: [],
+        timings: { wait_ms: 1, exec_ms: 2 },
+      };
       await store.calls.insert([record], [{ callId: 'C1', fnId: 'F', appId: 'A', created: Date.now(), log: 'said hello\n' }]);
       expect(await store.calls.getCall('F', 'C1')).toEqual(record);
       expect(await store.calls.getLog('F', 'C1')).toBe('said hello\n');

@@ -58,9 +58,7 @@ export function writerProgram(db: BetterSqlite3.Database): WriterProgram {
   const pruneOld = db.prepare<[string]>('DELETE FROM calls WHERE created_at < ?');
   const crowded = db.prepare<[number], string>('SELECT fn_id FROM calls GROUP BY fn_id HAVING count(*) > ?').pluck();
   const edge = db.prepare<[string, number], { created_at: string; id: string }>('SELECT created_at, id FROM calls WHERE fn_id = ? ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?');
-  const pruneFn = db.prepare<{ fn_id: string; created_at: string; id: string }>(
-    'DELETE FROM calls WHERE fn_id = @fn_id AND (created_at < @created_at OR (created_at = @created_at AND id < @id))',
-  );
+  const pruneFn = db.prepare<{ fn_id: string; created_at: string; id: string }>('DELETE FROM calls WHERE fn_id = @fn_id AND (created_at < @created_at OR (created_at = @created_at AND id < @id))');
   return {
     write: db.transaction((records: readonly string[], logs: readonly CallLogEntry[]): void => {
       // A log whose record is in the same batch goes into the record's row.

@@ -63,7 +63,10 @@ describe('sqlite datastore', () => {
     const migrator = new Migrator({ db: old, provider: { getMigrations: async () => upTo0004 }, migrationTableName: 'fnts_migrations', migrationLockTableName: 'fnts_migrations_lock' });
     expect((await migrator.migrateToLatest()).error).toBeUndefined();
     const record = { id: 'C1', status: 'success', app_id: 'A', fn_id: 'F', created_at: '2026-11-23T10:00:00.000Z', stats: [] };
-    await old.insertInto('calls').values({ id: 'C1', fn_id: 'F', app_id: 'A', status: 'success', created_at: record.created_at, record: JSON.stringify(record) }).execute();
+    await old
+      .insertInto('calls')
+      .values({ id: 'C1', fn_id: 'F', app_id: 'A', status: 'success', created_at: record.created_at, record: JSON.stringify(record) })
+      .execute();
     await old.insertInto('call_logs').values({ call_id: 'C1', fn_id: 'F', log: 'kept\n' }).execute();
     await old.destroy();
 
@@ -80,8 +83,24 @@ describe('sqlite datastore', () => {
     const migrator = new Migrator({ db: old, provider: { getMigrations: async () => upTo0005 }, migrationTableName: 'fnts_migrations', migrationLockTableName: 'fnts_migrations_lock' });
     expect((await migrator.migrateToLatest()).error).toBeUndefined();
     const binary = Buffer.from(Array.from({ length: 300_000 }, (_, i) => i % 251));
-    const row = (id: string, body: Buffer, state: string) => ({ id, fn_id: 'F', call_json: `{"id":"${id}"}`, body, attempts: 0, max_attempts: 3, state, enqueued_at: 1, available_at: 1, lease_until: 0, leased_by: null, reason: null });
-    await old.insertInto('mq').values([row('big', binary, 'ready'), row('empty', Buffer.alloc(0), 'ready'), row('gone', Buffer.from('x'), 'dead')]).execute();
+    const row = (id: string, body: Buffer, state: string) => ({
+      id,
+      fn_id: 'F',
+      call_json: `{"id":"${id}"}`,
+      body,
+      attempts: 0,
+      max_attempts: 3,
+      state,
+      enqueued_at: 1,
+      available_at: 1,
+      lease_until: 0,
+      leased_by: null,
+      reason: null,
+    });
+    await old
+      .insertInto('mq')
+      .values([row('big', binary, 'ready'), row('empty', Buffer.alloc(0), 'ready'), row('gone', Buffer.from('x'), 'dead')])
+      .execute();
     await old.destroy();
 
     const store = await openSqlite(path);

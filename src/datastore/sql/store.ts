@@ -222,25 +222,29 @@ export class SqlDatastore implements Datastore {
   }
 
   async updateApp(id: string, update: (current: App) => App): Promise<App> {
-    return this.write(() => this.q.transaction().execute(async (trx) => {
-      const current = await this.appById(trx, id);
-      const next = update(current);
-      if (next === current) return current;
-      const { id: _id, name: _name, created_at: _c, ...changes } = appRow(next);
-      await trx.updateTable('apps').set(changes).where('id', '=', id).execute();
-      return next;
-    }));
+    return this.write(() =>
+      this.q.transaction().execute(async (trx) => {
+        const current = await this.appById(trx, id);
+        const next = update(current);
+        if (next === current) return current;
+        const { id: _id, name: _name, created_at: _c, ...changes } = appRow(next);
+        await trx.updateTable('apps').set(changes).where('id', '=', id).execute();
+        return next;
+      }),
+    );
   }
 
   async removeApp(id: string): Promise<void> {
-    await this.write(() => this.q.transaction().execute(async (trx) => {
-      // Explicit rather than relying on ON DELETE CASCADE alone: SQLite only
-      // cascades with foreign_keys enabled, and this must hold everywhere.
-      await trx.deleteFrom('triggers').where('app_id', '=', id).execute();
-      await trx.deleteFrom('fns').where('app_id', '=', id).execute();
-      const res = await trx.deleteFrom('apps').where('id', '=', id).executeTakeFirst();
-      if (Number(res.numDeletedRows) === 0) throw new ApiError(E.AppsNotFound);
-    }));
+    await this.write(() =>
+      this.q.transaction().execute(async (trx) => {
+        // Explicit rather than relying on ON DELETE CASCADE alone: SQLite only
+        // cascades with foreign_keys enabled, and this must hold everywhere.
+        await trx.deleteFrom('triggers').where('app_id', '=', id).execute();
+        await trx.deleteFrom('fns').where('app_id', '=', id).execute();
+        const res = await trx.deleteFrom('apps').where('id', '=', id).executeTakeFirst();
+        if (Number(res.numDeletedRows) === 0) throw new ApiError(E.AppsNotFound);
+      }),
+    );
   }
 
   // ---- fns
@@ -280,22 +284,26 @@ export class SqlDatastore implements Datastore {
   }
 
   async updateFn(id: string, update: (current: Fn) => Fn): Promise<Fn> {
-    return this.write(() => this.q.transaction().execute(async (trx) => {
-      const current = await this.fnById(trx, id);
-      const next = update(current);
-      if (next === current) return current;
-      const { id: _id, name: _name, app_id: _app, created_at: _c, ...changes } = fnRow(next);
-      await trx.updateTable('fns').set(changes).where('id', '=', id).execute();
-      return next;
-    }));
+    return this.write(() =>
+      this.q.transaction().execute(async (trx) => {
+        const current = await this.fnById(trx, id);
+        const next = update(current);
+        if (next === current) return current;
+        const { id: _id, name: _name, app_id: _app, created_at: _c, ...changes } = fnRow(next);
+        await trx.updateTable('fns').set(changes).where('id', '=', id).execute();
+        return next;
+      }),
+    );
   }
 
   async removeFn(id: string): Promise<void> {
-    await this.write(() => this.q.transaction().execute(async (trx) => {
-      await trx.deleteFrom('triggers').where('fn_id', '=', id).execute();
-      const res = await trx.deleteFrom('fns').where('id', '=', id).executeTakeFirst();
-      if (Number(res.numDeletedRows) === 0) throw new ApiError(E.FnsNotFound);
-    }));
+    await this.write(() =>
+      this.q.transaction().execute(async (trx) => {
+        await trx.deleteFrom('triggers').where('fn_id', '=', id).execute();
+        const res = await trx.deleteFrom('fns').where('id', '=', id).executeTakeFirst();
+        if (Number(res.numDeletedRows) === 0) throw new ApiError(E.FnsNotFound);
+      }),
+    );
   }
 
   // ---- triggers
@@ -305,14 +313,7 @@ export class SqlDatastore implements Datastore {
     await this.appById(trx, t.app_id);
     const fn = await this.fnById(trx, t.fn_id);
     if (fn.app_id !== t.app_id) throw new ApiError(E.TriggerFnIDNotSameApp);
-    const clash = await trx
-      .selectFrom('triggers')
-      .select('id')
-      .where('app_id', '=', t.app_id)
-      .where('type', '=', t.type)
-      .where('source', '=', t.source)
-      .where('id', '!=', t.id)
-      .executeTakeFirst();
+    const clash = await trx.selectFrom('triggers').select('id').where('app_id', '=', t.app_id).where('type', '=', t.type).where('source', '=', t.source).where('id', '!=', t.id).executeTakeFirst();
     if (clash) throw new ApiError(E.TriggerSourceExists);
   }
 
@@ -339,13 +340,7 @@ export class SqlDatastore implements Datastore {
   }
 
   async getTriggerBySource(appId: string, type: string, source: string): Promise<Trigger> {
-    const row = await this.q
-      .selectFrom('triggers')
-      .selectAll()
-      .where('app_id', '=', appId)
-      .where('type', '=', type)
-      .where('source', '=', source)
-      .executeTakeFirst();
+    const row = await this.q.selectFrom('triggers').selectAll().where('app_id', '=', appId).where('type', '=', type).where('source', '=', source).executeTakeFirst();
     if (!row) throw new ApiError(E.TriggerNotFound);
     return toTrigger(row);
   }

@@ -72,7 +72,9 @@ export function runnerEnvironment(o: Pick<DockerPlaneOptions, 'runnerMemMb' | 'r
 }
 
 export function engineError(engine: EngineAddress, what: string, err: unknown): ControlPlaneError {
-  return new ControlPlaneError('unreachable', `the Docker engine at ${describeEngine(engine)} could not ${what}: ${(err as Error).message}; check that dockerd runs there (DOCKER_HOST)`, { cause: err });
+  return new ControlPlaneError('unreachable', `the Docker engine at ${describeEngine(engine)} could not ${what}: ${(err as Error).message}; check that dockerd runs there (DOCKER_HOST)`, {
+    cause: err,
+  });
 }
 
 export function statusCode(err: unknown): number | undefined {
@@ -84,7 +86,10 @@ const MAX_PORT_CLASHES = 5;
 
 /** The engine refused to publish the port: something outside the plane's view (a host process, a stopped container of another manager) holds it. */
 class PortClash extends Error {
-  constructor(readonly port: number, options: { cause: unknown }) {
+  constructor(
+    readonly port: number,
+    options: { cause: unknown },
+  ) {
     super(`port ${port} is taken on the host`, options);
   }
 }
@@ -150,7 +155,11 @@ export class DockerPlane implements ControlPlane {
         if (!(err instanceof PortClash)) throw err;
         clashed.push(port);
         if (clashed.length >= MAX_PORT_CLASHES) {
-          throw new ControlPlaneError('refused', `ports ${clashed.join(', ')} of FNTS_RUNNER_PORT_RANGE=${range.first}-${range.last} are taken by something else on the engine's host; free them or choose another range`, { cause: err });
+          throw new ControlPlaneError(
+            'refused',
+            `ports ${clashed.join(', ')} of FNTS_RUNNER_PORT_RANGE=${range.first}-${range.last} are taken by something else on the engine's host; free them or choose another range`,
+            { cause: err },
+          );
         }
       } finally {
         this.claimed.delete(port);
@@ -183,7 +192,10 @@ export class DockerPlane implements ControlPlane {
       this.nextPort = port === range.last ? range.first : port + 1;
       return port;
     }
-    throw new ControlPlaneError('refused', `no free port in FNTS_RUNNER_PORT_RANGE=${range.first}-${range.last}: all ${size} are taken by runners (or other containers); widen the range or lower FNTS_MAX_RUNNERS`);
+    throw new ControlPlaneError(
+      'refused',
+      `no free port in FNTS_RUNNER_PORT_RANGE=${range.first}-${range.last}: all ${size} are taken by runners (or other containers); widen the range or lower FNTS_MAX_RUNNERS`,
+    );
   }
 
   /** Creates and starts a runner published on `port` (undefined: one the engine picks); a port the host has taken throws PortClash. */
@@ -213,7 +225,11 @@ export class DockerPlane implements ControlPlane {
       });
     } catch (err) {
       if (statusCode(err) === 404) {
-        throw new ControlPlaneError('invalid', `the runner image ${this.o.image} is not on the engine at ${describeEngine(this.engine)}; build it with npm run image:runner (or set FNTS_RUNNER_IMAGE)`, { cause: err });
+        throw new ControlPlaneError(
+          'invalid',
+          `the runner image ${this.o.image} is not on the engine at ${describeEngine(this.engine)}; build it with npm run image:runner (or set FNTS_RUNNER_IMAGE)`,
+          { cause: err },
+        );
       }
       throw engineError(this.engine, 'create a runner', err);
     }
@@ -249,7 +265,16 @@ export class DockerPlane implements ControlPlane {
     }
     if (!name) return;
     const left = await this.docker.listContainers({ all: true, filters: { label: [INSTANCE_LABEL] } }).catch(() => []);
-    await Promise.all(left.filter((c) => c.Labels[INSTANCE_LABEL]?.startsWith(`${name}/`)).map((c) => this.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(
+      left
+        .filter((c) => c.Labels[INSTANCE_LABEL]?.startsWith(`${name}/`))
+        .map((c) =>
+          this.docker
+            .getContainer(c.Id)
+            .remove({ force: true })
+            .catch(() => undefined),
+        ),
+    );
     await rm(join(this.o.iofsRoot, name.slice(-8)), { recursive: true, force: true }).catch(() => undefined);
   }
 

@@ -80,9 +80,14 @@ export function runnerEngine(engine: EngineAddress, plane: 'docker' | 'swarm'): 
     case 'unix':
       return { socket: engine.path, env: {} };
     case 'tcp':
-      if (engine.tls) throw unusable(engine, 'with TLS (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) they would need the client keys; use the engine\'s unix socket (unix:///var/run/docker.sock)');
-      if (plane === 'swarm') throw unusable(engine, 'each swarm task must use the engine of its own node, whose socket a tcp address does not name; run the manager with the node\'s socket (unix:///var/run/docker.sock)');
-      if (isLoopback(engine.host)) throw unusable(engine, `${engine.host} is the manager's own loopback, which a container does not reach; use an address of the engine's host that containers reach (e.g. its docker0 address), or its unix socket`);
+      if (engine.tls) throw unusable(engine, "with TLS (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) they would need the client keys; use the engine's unix socket (unix:///var/run/docker.sock)");
+      if (plane === 'swarm')
+        throw unusable(engine, "each swarm task must use the engine of its own node, whose socket a tcp address does not name; run the manager with the node's socket (unix:///var/run/docker.sock)");
+      if (isLoopback(engine.host))
+        throw unusable(
+          engine,
+          `${engine.host} is the manager's own loopback, which a container does not reach; use an address of the engine's host that containers reach (e.g. its docker0 address), or its unix socket`,
+        );
       return { socket: undefined, env: { DOCKER_HOST: describeEngine(engine) } };
     case 'other':
       throw unusable(engine, 'the pool manager supports unix:///path/to/docker.sock and tcp://host:port');

@@ -86,7 +86,10 @@ export class KubernetesPlane implements ControlPlane {
         if (code === 404) return undefined;
         const message = (typeof err.body === 'string' ? (JSON.parse(err.body || '{}') as { message?: string }).message : (err.body as { message?: string } | undefined)?.message) ?? String(err.body);
         if (code === 401 || code === 403) {
-          throw new ControlPlaneError('refused', `the Kubernetes API refused ${what} (${code}: ${message}); give the manager's service account the Role in deploy/kubernetes (deployments, deployments/scale, pods in namespace ${this.o.namespace})`);
+          throw new ControlPlaneError(
+            'refused',
+            `the Kubernetes API refused ${what} (${code}: ${message}); give the manager's service account the Role in deploy/kubernetes (deployments, deployments/scale, pods in namespace ${this.o.namespace})`,
+          );
         }
         throw new ControlPlaneError('refused', `the Kubernetes API answered ${what} with ${code}: ${message}`);
       }
@@ -141,7 +144,10 @@ export class KubernetesPlane implements ControlPlane {
   private spec(group: string, replicas: number): V1Deployment {
     const labels = { app: 'fnts-runner', [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager };
     // The pod's own engine, in the dind container beside the runner.
-    const env = runnerEnvironment(this.o, IOFS, { socket: undefined, env: { DOCKER_HOST: 'unix:///var/run/dind/docker.sock' } }).map((kv) => ({ name: kv.slice(0, kv.indexOf('=')), value: kv.slice(kv.indexOf('=') + 1) }));
+    const env = runnerEnvironment(this.o, IOFS, { socket: undefined, env: { DOCKER_HOST: 'unix:///var/run/dind/docker.sock' } }).map((kv) => ({
+      name: kv.slice(0, kv.indexOf('=')),
+      value: kv.slice(kv.indexOf('=') + 1),
+    }));
     return {
       apiVersion: 'apps/v1',
       kind: 'Deployment',

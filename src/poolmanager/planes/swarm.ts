@@ -83,7 +83,10 @@ export class SwarmPlane implements ControlPlane {
     if (!nodeId) return undefined;
     let address = this.nodeAddresses.get(nodeId);
     if (!address) {
-      const node = (await this.docker.getNode(nodeId).inspect().catch(() => undefined)) as { Status?: { Addr?: string } } | undefined;
+      const node = (await this.docker
+        .getNode(nodeId)
+        .inspect()
+        .catch(() => undefined)) as { Status?: { Addr?: string } } | undefined;
       address = node?.Status?.Addr;
       if (address) this.nodeAddresses.set(nodeId, address);
     }
