@@ -42,6 +42,47 @@ describe('compileConfig', () => {
     expect(() => compileConfig({ FN_IOFS_TMPFS: 'maybe' }, dir)).toThrow(new ConfigError('FN_IOFS_TMPFS=maybe is not supported; use auto, true or false'));
   });
 
+  it("puts the data directory at FNTS_DATA_DIR, else beside FN_DB_URL's SQLite file, and nowhere for an in-memory database", () => {
+    expect(compileConfig({}, dir).dataDir).toBe(join(dir, 'data'));
+    expect(compileConfig({ FN_DB_URL: 'sqlite3:///srv/fnts/fn.db' }, dir).dataDir).toBe('/srv/fnts');
+    expect(compileConfig({ FN_DB_URL: 'sqlite://rel/db/fn.db' }, dir).dataDir).toBe(join(dir, 'rel', 'db'));
+    expect(compileConfig({ FN_DB_URL: 'sqlite3://:memory:' }, dir).dataDir).toBeUndefined();
+    expect(compileConfig({ FN_DB_URL: 'sqlite3://:memory:', FNTS_DATA_DIR: 'keys' }, dir).dataDir).toBe(join(dir, 'keys'));
+    expect(compileConfig({ FNTS_DATA_DIR: '/var/lib/fnts' }, dir).dataDir).toBe('/var/lib/fnts');
+  });
+
+  it('reads FNTS_SECRET_KEY as 64 hex characters or base64 of 32 bytes, and never shows it', () => {
+    const key = Buffer.from(Array.from({ length: 32 }, (_, i) => i * 7));
+    expect(compileConfig({}, dir).secretKey).toBeUndefined();
+    expect(compileConfig({ FNTS_SECRET_KEY: key.toString('hex') }, dir).secretKey!.bytes()).toEqual(key);
+    expect(compileConfig({ FNTS_SECRET_KEY: key.toString('hex').toUpperCase() }, dir).secretKey!.bytes()).toEqual(key);
+    expect(compileConfig({ FNTS_SECRET_KEY: key.toString('base64') }, dir).secretKey!.bytes()).toEqual(key);
+    expect(compileConfig({ FNTS_SECRET_KEY: key.toString('base64url') }, dir).secretKey!.bytes()).toEqual(key);
+    const config = compileConfig({ FNTS_SECRET_KEY: key.toString('hex') }, dir);
+    expect(JSON.stringify(config)).not.toContain(key.toString('hex'));
+    expect(JSON.stringify(config)).toContain('"secretKey":"[secret key]"');
+    expect(`${config.secretKey}`).toBe('[secret key]');
+  });
+
+  it.each([
+    ['too short', 'ab'.repeat(31)],
+    ['too long', 'ab'.repeat(33)],
+    ['not hex', 'zz'.repeat(32)],
+    ['base64 of 31 bytes', Buffer.alloc(31, 1).toString('base64')],
+    ['base64 of 33 bytes', Buffer.alloc(33, 1).toString('base64')],
+    ['a passphrase', 'correct horse battery staple'],
+  ])('refuses a FNTS_SECRET_KEY that is %s, without repeating it', (_what, value) => {
+    let message = '';
+    try {
+      compileConfig({ FNTS_SECRET_KEY: value }, dir);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/^FNTS_SECRET_KEY is not a key of 32 bytes \(its value is not shown\); give 64 hex characters or 32 bytes in base64 \(make one with: openssl rand -hex 32\)/);
+    expect(message).not.toContain(value);
+  });
+
   it('gives one data directory one owner identity, however its path is spelled', () => {
     const data = join(dir, 'data');
     mkdirSync(data);

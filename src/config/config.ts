@@ -28,6 +28,20 @@ export interface Config {
   readonly listenHost: string;
   /** FN_DB_URL as given, e.g. `sqlite3:///var/lib/fnts/fn.db`. */
   readonly dbUrl: string;
+  /**
+   * Where a node with a database keeps the files that go with it (the
+   * secrets' key file `secret.key`, the first admin token `admin.token`):
+   * FNTS_DATA_DIR when set, else the folder of FN_DB_URL's SQLite file
+   * (`./data` by default); undefined for an in-memory database without
+   * FNTS_DATA_DIR (nothing is kept, so nothing needs a place).
+   */
+  readonly dataDir: string | undefined;
+  /**
+   * FNTS_SECRET_KEY: the key that encrypts secrets at rest (32 bytes, given
+   * as 64 hex characters or in base64); undefined: the key file
+   * `<dataDir>/secret.key`, made at first start (datastore/secret-key.ts).
+   */
+  readonly secretKey: SecretKey | undefined;
   /** FN_LOG_LEVEL */
   readonly logLevel: LogLevel;
   /** FN_LOG_FORMAT (json): `json` for log collectors, `text` for reading in a terminal. */
@@ -269,6 +283,70 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
+/**
+ * Key bytes that never show: printed, logged or turned into JSON (the whole
+ * Config, say), it says `[secret key]`. Read them with `bytes()`, a copy.
+ */
+export class SecretKey {
+  readonly #bytes: Buffer;
+
+  constructor(bytes: Buffer) {
+    this.#bytes = Buffer.from(bytes);
+  }
+
+  bytes(): Buffer {
+    return Buffer.from(this.#bytes);
+  }
+
+  toJSON(): string {
+    return '[secret key]';
+  }
+
+  toString(): string {
+    return '[secret key]';
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return '[secret key]';
+  }
+}
+
+/** The size of a secrets key (AES-256). */
+export const SECRET_KEY_BYTES = 32;
+
+/**
+ * FNTS_SECRET_KEY: 32 bytes, as 64 hex characters or base64 (standard or
+ * URL-safe, padded or not). The value is never repeated in the error: it
+ * may be a real key with a typo.
+ */
+function secretKey(env: Env): SecretKey | undefined {
+  const raw = read(env, 'FNTS_SECRET_KEY');
+  if (raw === undefined) return undefined;
+  let bytes: Buffer | undefined;
+  if (/^[0-9a-fA-F]{64}$/.test(raw)) bytes = Buffer.from(raw, 'hex');
+  else if (/^[A-Za-z0-9+/_-]{43}={0,1}$/.test(raw)) bytes = Buffer.from(raw.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+  if (bytes?.length !== SECRET_KEY_BYTES) {
+    throw new ConfigError(
+      `FNTS_SECRET_KEY is not a key of ${SECRET_KEY_BYTES} bytes (its value is not shown); give 64 hex characters or ${SECRET_KEY_BYTES} bytes in base64 (make one with: openssl rand -hex 32), or unset it to keep the key in the file secret.key of the data directory`,
+    );
+  }
+  return new SecretKey(bytes);
+}
+
+/**
+ * The data directory (see Config.dataDir): FNTS_DATA_DIR, else the folder
+ * of the SQLite file FN_DB_URL names; undefined for an in-memory database.
+ */
+function dataDir(env: Env, dbUrl: string, cwd: string): string | undefined {
+  const given = read(env, 'FNTS_DATA_DIR');
+  if (given !== undefined) return resolve(cwd, given);
+  const m = /^sqlite3?:\/\/([^?#]*)/i.exec(dbUrl);
+  if (!m) return undefined;
+  const rest = decodeURIComponent(m[1]!);
+  if (rest === '' || rest === ':memory:') return undefined;
+  return dirname(resolve(cwd, rest));
+}
+
 const NODE_TYPES: readonly NodeType[] = ['full', 'api', 'lb', 'pure-runner', 'poolmanager'];
 /** Roles Fn has that later fnts releases add; named so the error can say so. */
 const PLANNED_NODE_TYPES = ['runner'];
@@ -399,6 +477,8 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     port: integer(env, 'FN_PORT', 8080, 0, 65535),
     listenHost: read(env, 'FN_LISTEN_HOST') ?? '0.0.0.0',
     dbUrl,
+    dataDir: dataDir(env, dbUrl, cwd),
+    secretKey: secretKey(env),
     logLevel: oneOf(env, 'FN_LOG_LEVEL', LOG_LEVELS, 'info'),
     logFormat: oneOf(env, 'FN_LOG_FORMAT', LOG_FORMATS, 'json'),
     publicUrl: publicUrl?.replace(/\/+$/, ''),

@@ -1,4 +1,4 @@
-export { compileConfig, ConfigError } from './config.js';
+export { compileConfig, ConfigError, SECRET_KEY_BYTES, SecretKey } from './config.js';
 export type {
   AgentSettings,
   Config,

@@ -12,8 +12,9 @@
  * - Integrity is enforced here, race-free: a fn's app exists; a trigger's app
  *   and fn exist and the fn belongs to the app; names are unique (app name
  *   globally, fn name per app, trigger name per fn); a trigger's type and
- *   source are unique per app. Deleting an app deletes its fns and triggers,
- *   deleting a fn deletes its triggers, atomically.
+ *   source are unique per app. Deleting an app deletes its fns, triggers
+ *   and secrets (its fns' too), deleting a fn deletes its triggers and
+ *   secrets, atomically (secrets.ts).
  * - Lists are ordered by name (bytewise), `perPage` items at most, and carry
  *   `nextCursor` exactly when more items follow.
  * - After `close()` every method rejects.
@@ -58,7 +59,7 @@ export interface Datastore {
   getAppByName(name: string): Promise<App>;
   listApps(filter: AppFilter): Promise<Page<App>>;
   updateApp(id: string, update: (current: App) => App): Promise<App>;
-  /** Also removes the app's fns and triggers. */
+  /** Also removes the app's fns, triggers and secrets (its own and its fns'). */
   removeApp(id: string): Promise<void>;
 
   /**
@@ -69,7 +70,7 @@ export interface Datastore {
   getFnById(id: string): Promise<Fn>;
   listFns(filter: FnFilter): Promise<Page<Fn>>;
   updateFn(id: string, update: (current: Fn) => Fn): Promise<Fn>;
-  /** Also removes the fn's triggers. */
+  /** Also removes the fn's triggers and secrets. */
   removeFn(id: string): Promise<void>;
 
   /**

@@ -1,12 +1,17 @@
 /**
  * datastore/ — persistence of apps, fns and triggers behind the Datastore
- * interface, call records and logs behind the CallStore interface; sql/
- * implements both on Kysely (SQLite embedded by default).
+ * interface, call records and logs behind the CallStore interface, secrets
+ * behind the SecretStore interface (sealed by secret-box.ts under the key of
+ * secret-key.ts); sql/ implements them on Kysely (SQLite embedded by default).
  */
 export type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from './datastore.js';
 export type { CallFilter, CallLogEntry, CallStore } from './calls.js';
+export type { SecretStore } from './secrets.js';
+export { SecretBox, UnsealError } from './secret-box.js';
+export { loadSecretKey, SECRET_KEY_FILE, SecretKeyError } from './secret-key.js';
+export type { SecretKeySource } from './secret-key.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
 export { DATABASE_DISK_FULL, DiskWatch, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';
-export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, UnsupportedDatabaseError } from './sql/index.js';
+export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, SqlSecretStore, UnsupportedDatabaseError } from './sql/index.js';
 export type { Schema as SqlSchema } from './sql/index.js';

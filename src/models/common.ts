@@ -95,13 +95,18 @@ export type ConfigMap = Readonly<Record<string, string>>;
 export function validateConfig(config: ConfigMap, maxBytes = MAX_CONFIG_BYTES): void {
   let total = 0;
   for (const [key, value] of Object.entries(config)) {
-    if (key === '' || key.includes('=') || key.includes('\0')) throw new ApiError(E.InvalidConfigKey);
+    if (!isConfigKey(key)) throw new ApiError(E.InvalidConfigKey);
     if (value.includes('\0')) throw new ApiError(E.InvalidConfigValue);
     const keyBytes = byteLength(key);
     const valueBytes = byteLength(value);
     total += keyBytes + valueBytes;
     if (keyBytes > MAX_CONFIG_KEY_BYTES || valueBytes > MAX_CONFIG_VALUE_BYTES || total > maxBytes) throw new ApiError(E.ConfigTooLarge);
   }
+}
+
+/** A config key an environment can hold (non-empty, no '=' or NUL); its size is checked apart. Secrets' names follow it too. */
+export function isConfigKey(key: string): boolean {
+  return key !== '' && !key.includes('=') && !key.includes('\0');
 }
 
 /** Applies a config update: an empty value removes the key. */

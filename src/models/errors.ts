@@ -37,6 +37,17 @@ export const MAX_ANNOTATION_KEYS = 100;
 export const MAX_CONFIG_KEY_BYTES = 256;
 export const MAX_CONFIG_VALUE_BYTES = 64 * 1024;
 export const MAX_CONFIG_BYTES = 256 * 1024;
+/**
+ * Secrets (models/secret.ts) become files in a tmpfs on the host, one per
+ * container of the fn, whose memory no fn's limit counts: so an app and a
+ * fn hold at most MAX_SECRETS each, of at most MAX_SECRET_VALUE_BYTES each
+ * and MAX_SECRETS_BYTES in all (as much as config).
+ */
+export const MAX_SECRET_VALUE_BYTES = 64 * 1024;
+export const MAX_SECRETS = 100;
+export const MAX_SECRETS_BYTES = 256 * 1024;
+/** A secret's name is a file name too (Linux's NAME_MAX). */
+export const MAX_SECRET_NAME_BYTES = 255;
 
 /** Catalog entries, named after Fn's. Messages are Fn's words, byte for byte. */
 export const E = Object.freeze({
@@ -143,6 +154,19 @@ export const E = Object.freeze({
   ImageUnavailable: def('ImageUnavailable', 502, 'Failed to pull image'),
   DockerPullTimeout: def('DockerPullTimeout', 502, 'Image pull timed out'),
   ContainerEngine: def('ContainerEngine', 503, 'Container engine unavailable'),
+
+  // secrets (fnts's own: Fn has none), worded like config's
+  InvalidSecretName: def(
+    'InvalidSecretName',
+    400,
+    `Invalid secret name, secret names are config keys that are also file names: non-empty, at most ${MAX_SECRET_NAME_BYTES} bytes, without '=', '/' or NUL, and not '.' or '..'`,
+  ),
+  MissingSecretValue: def('MissingSecretValue', 400, 'Missing secret value, send {"value": "..."}'),
+  SecretTooLarge: def('SecretTooLarge', 400, `Invalid secret value, secret values must be at most ${MAX_SECRET_VALUE_BYTES} bytes`),
+  TooManySecrets: def('TooManySecrets', 400, `Invalid secret, an app or fn may hold at most ${MAX_SECRETS} secrets of at most ${MAX_SECRETS_BYTES} bytes in all`),
+  SecretNotFound: def('SecretNotFound', 404, 'Secret not found'),
+  // A container could not be given its fn's secrets (the server log says why); it is not started.
+  SecretsUnavailable: def('SecretsUnavailable', 500, "Could not read the function's secrets, see the server log"),
 
   // annotations
   InvalidAnnotationKey: def('InvalidAnnotationKey', 400, 'Invalid annotation key, annotation keys must be non-empty ascii strings excluding whitespace'),

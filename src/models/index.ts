@@ -1,7 +1,7 @@
 /**
  * models/ — the records fnts manages (App, Fn, Trigger), the Call that runs
  * anywhere and its outcome, the change feed and the rule every listener is
- * told by (tellEach), their validation and update rules, and the error
+ * told by (tellEach), secrets (names and times; values only as bytes), their validation and update rules, and the error
  * catalog with Fn's exact messages.
  */
 export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annotations.js';
@@ -12,7 +12,7 @@ export { isoTime, newId, now } from './common.js';
 export type { ConfigMap } from './common.js';
 export { parseJsonObject } from './decode.js';
 export type { JsonObject } from './decode.js';
-export { ApiError, apiError, E, errorCode, FunctionError, invalidSyslog, remoteError, routeError } from './errors.js';
+export { ApiError, apiError, E, errorCode, FunctionError, invalidSyslog, MAX_SECRET_VALUE_BYTES, MAX_SECRETS, MAX_SECRETS_BYTES, remoteError, routeError } from './errors.js';
 export type { ErrorDef, ErrorName } from './errors.js';
 export {
   applyFnPatch,
@@ -33,6 +33,8 @@ export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';
 export { CALL_TYPES, callFn, RECORD_BATCH_BYTES, callFromJson, callRecord, callStatus, callToJson, queuedRecord } from './call.js';
 export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallTimings, CallType, FnCallJson, RawHeaders } from './call.js';
 export { Changes } from './changes.js';
+export { secretToJson, secretValueFromJson, validateSecretName } from './secret.js';
+export type { SecretInfo, SecretOwner } from './secret.js';
 export { tellEach } from './listeners.js';
 export type { ListenerFaultLog } from './listeners.js';
 export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';

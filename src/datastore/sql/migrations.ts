@@ -210,6 +210,37 @@ const m0006: Migration = {
   },
 };
 
+// Secrets of apps and fns (datastore/secrets.ts), one table for both kinds
+// of owner: a row is found by (owner_kind, owner_id, name); app_id (every
+// row's app: the owner, or the owning fn's app) and fn_id (fn secrets
+// only) cascade deletes as the store also does explicitly. `value` is
+// sealed (secret-box.ts), never the value itself; key_id is the sealing
+// key's fingerprint, so a server started with another key says so at once.
+// 0007 is the token tables' (authentication).
+const m0008: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('secrets')
+      .addColumn('owner_kind', 'varchar(8)', (c) => c.notNull())
+      .addColumn('owner_id', 'varchar(64)', (c) => c.notNull())
+      .addColumn('name', 'varchar(255)', (c) => c.notNull())
+      .addColumn('app_id', 'varchar(64)', (c) => c.notNull().references('apps.id').onDelete('cascade'))
+      .addColumn('fn_id', 'varchar(64)', (c) => c.references('fns.id').onDelete('cascade'))
+      .addColumn('value', 'blob', (c) => c.notNull())
+      .addColumn('version', 'varchar(32)', (c) => c.notNull())
+      .addColumn('key_id', 'varchar(32)', (c) => c.notNull())
+      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+      .addPrimaryKeyConstraint('secrets_pk', ['owner_kind', 'owner_id', 'name'])
+      .execute();
+    await db.schema.createIndex('secrets_app_id_idx').on('secrets').column('app_id').execute();
+    await db.schema.createIndex('secrets_fn_id_idx').on('secrets').column('fn_id').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('secrets').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
@@ -217,4 +248,5 @@ export const migrations: Record<string, Migration> = {
   '0004_mq': m0004,
   '0005_call_logs_inline': m0005,
   '0006_mq_redeliveries': m0006,
+  '0008_secrets': m0008,
 };

@@ -89,6 +89,22 @@ export interface MqKeysTable {
   created_at: number;
 }
 
+/** Secrets of apps and fns (sql/secrets.ts); `value` is sealed (secret-box.ts). */
+export interface SecretsTable {
+  owner_kind: 'app' | 'fn';
+  owner_id: string;
+  name: string;
+  /** The owner's app (itself, or the fn's app). */
+  app_id: string;
+  /** The owning fn; null for an app's secret. */
+  fn_id: string | null;
+  value: Buffer;
+  version: string;
+  key_id: string;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Schema {
   apps: AppsTable;
   fns: FnsTable;
@@ -97,4 +113,5 @@ export interface Schema {
   mq: MqTable;
   mq_bodies: MqBodiesTable;
   mq_keys: MqKeysTable;
+  secrets: SecretsTable;
 }

@@ -1,10 +1,15 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { newAppFromJson, newFnFromJson } from '../../models/index.js';
 import { runCallStoreContract } from '../calls.contract.js';
 import { runDatastoreContract } from '../datastore.contract.js';
+import { SecretBox, UnsealError } from '../secret-box.js';
+import { runSecretStoreContract } from '../secrets.contract.js';
+import { SqlSecretStore } from './secrets.js';
+import type { SqlDatastore } from './store.js';
 import { openSqlDatastore, openSqlite, sqlitePath } from './dialects.js';
 import { migrations } from './migrations.js';
 import BetterSqlite3 from 'better-sqlite3';
@@ -138,3 +143,52 @@ describe('sqlite datastore', () => {
 
 runCallStoreContract('sqlite in memory', () => openSqlite(':memory:'));
 runCallStoreContract('sqlite file', () => openSqlite(join(dir, `calls-${n++}.db`)));
+
+const withSecrets = (store: SqlDatastore, key = randomBytes(32)) => ({
+  datastore: store,
+  secrets: new SqlSecretStore(() => store.database(), new SecretBox(key), store.disk),
+  close: () => store.close(),
+});
+runSecretStoreContract('sqlite in memory', async () => withSecrets(await openSqlite(':memory:')));
+runSecretStoreContract('sqlite file', async () => withSecrets(await openSqlite(join(dir, `secrets-${n++}.db`))));
+
+describe('sqlite secrets', () => {
+  it('never writes a value in clear to the database file or its write-ahead log', async () => {
+    const path = join(dir, `clear-${n++}.db`);
+    const store = await openSqlite(path);
+    const { secrets } = withSecrets(store);
+    const value = `s3cr3t-${randomBytes(12).toString('hex')}`;
+    const app = await store.insertApp(newAppFromJson({ name: 'a' }));
+    const fn = await store.insertFn(newFnFromJson({ app_id: app.id, name: 'f', image: 'img' }));
+    await secrets.putSecret({ kind: 'app', id: app.id }, 'APP_PASSWORD', Buffer.from(value), new Date().toISOString());
+    await secrets.putSecret({ kind: 'fn', id: fn.id }, 'FN_PASSWORD', Buffer.from(value), new Date().toISOString());
+    expect((await secrets.valuesFor(app.id, fn.id)).get('FN_PASSWORD')!.toString()).toBe(value);
+    const files = [path, `${path}-wal`].filter((f) => existsSync(f));
+    expect(files).toContain(`${path}-wal`);
+    for (const f of files) expect(readFileSync(f).includes(value), f).toBe(false);
+    // A name is not secret: the same bytes do show the rows are there.
+    expect(files.some((f) => readFileSync(f).includes('FN_PASSWORD'))).toBe(true);
+    await store.close();
+    expect(readFileSync(path).includes(value)).toBe(false);
+  });
+
+  it('does not open a value moved to another row, nor one sealed under another key, and says which secret', async () => {
+    const store = await openSqlite(':memory:');
+    const key = randomBytes(32);
+    const { secrets } = withSecrets(store, key);
+    const app = await store.insertApp(newAppFromJson({ name: 'a' }));
+    const fn = await store.insertFn(newFnFromJson({ app_id: app.id, name: 'f', image: 'img' }));
+    await secrets.putSecret({ kind: 'app', id: app.id }, 'A', Buffer.from('app value'), new Date().toISOString());
+    await secrets.putSecret({ kind: 'fn', id: fn.id }, 'B', Buffer.from('fn value'), new Date().toISOString());
+    expect(await new SqlSecretStore(() => store.database(), new SecretBox(key), store.disk).sealedElsewhere()).toEqual([]);
+    const other = new SqlSecretStore(() => store.database(), new SecretBox(randomBytes(32)), store.disk);
+    await expect(other.valuesFor(app.id, fn.id)).rejects.toThrow(UnsealError);
+    expect(await other.sealedElsewhere()).toEqual([{ keyId: new SecretBox(key).keyId, count: 2 }]);
+    // The fn's sealed value copied over the app's row: refused, naming the row.
+    const db = store.database();
+    const fnRow = await db.selectFrom('secrets').select('value').where('name', '=', 'B').executeTakeFirstOrThrow();
+    await db.updateTable('secrets').set({ value: fnRow.value }).where('name', '=', 'A').execute();
+    await expect(secrets.valuesFor(app.id, fn.id)).rejects.toThrow(`the secret "A" of app ${app.id} cannot be decrypted`);
+    await store.close();
+  });
+});

@@ -14,7 +14,7 @@ import { migrations } from './migrations.js';
 import { limitOf, toPage } from './paging.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 
-export type { AppsTable, CallsTable, FnsTable, MqTable, Schema, TriggersTable } from './schema.js';
+export type { AppsTable, CallsTable, FnsTable, MqTable, Schema, SecretsTable, TriggersTable } from './schema.js';
 
 export class DatastoreClosedError extends Error {
   override readonly name = 'DatastoreClosedError';
@@ -239,6 +239,7 @@ export class SqlDatastore implements Datastore {
       this.q.transaction().execute(async (trx) => {
         // Explicit rather than relying on ON DELETE CASCADE alone: SQLite only
         // cascades with foreign_keys enabled, and this must hold everywhere.
+        await trx.deleteFrom('secrets').where('app_id', '=', id).execute();
         await trx.deleteFrom('triggers').where('app_id', '=', id).execute();
         await trx.deleteFrom('fns').where('app_id', '=', id).execute();
         const res = await trx.deleteFrom('apps').where('id', '=', id).executeTakeFirst();
@@ -299,6 +300,7 @@ export class SqlDatastore implements Datastore {
   async removeFn(id: string): Promise<void> {
     await this.write(() =>
       this.q.transaction().execute(async (trx) => {
+        await trx.deleteFrom('secrets').where('fn_id', '=', id).execute();
         await trx.deleteFrom('triggers').where('fn_id', '=', id).execute();
         const res = await trx.deleteFrom('fns').where('id', '=', id).executeTakeFirst();
         if (Number(res.numDeletedRows) === 0) throw new ApiError(E.FnsNotFound);
