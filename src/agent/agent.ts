@@ -26,6 +26,7 @@ import { runHotCall } from './hot-call.js';
 import type { HotContainer } from './hot.js';
 import type { CancelReason, Invoker, RunningCall } from '../call/index.js';
 import { plainSocketDirs, removeSocketTree, type SocketDirs } from './iofs.js';
+import type { AgentSecrets } from './secrets.js';
 import { claimSocketFolder, INSTANCE_LABEL, instanceAlive, OWNER_LABEL, socketFolder, sweepSocketFolders, TAG_LABEL } from './owner.js';
 import { serverBusy, shuttingDown, SlotPool, type PoolHost } from './pool.js';
 import { ContainerStates, type ContainerListener } from './events.js';
@@ -51,6 +52,8 @@ export interface AgentOptions {
   readonly spans?: CallSpans;
   /** How containers' socket folders are made (iofs.ts's socketDirs()); default: plain folders (tests of the scheduling logic). */
   readonly socketDirs?: SocketDirs;
+  /** Where fns' secrets come from and how containers get them as files (secrets.ts); none: containers get no /run/secrets. */
+  readonly secrets?: AgentSecrets;
 }
 
 export interface AgentSnapshot {
@@ -120,6 +123,8 @@ export class Agent implements Invoker, PoolHost {
   readonly socketFolder: string;
   /** How its containers' socket folders are made. */
   readonly socketDirs: SocketDirs;
+  /** Where fns' secrets come from, and how containers get them. */
+  readonly secrets: AgentSecrets | undefined;
   private readonly pools = new Map<string, SlotPool>();
   private readonly containers = new Set<HotContainer>();
   private readonly cold = new Map<string, () => Promise<void> | undefined>();
@@ -147,6 +152,7 @@ export class Agent implements Invoker, PoolHost {
     this.log = o.logger.child({ module: 'agent' });
     this.socketFolder = socketFolder(o.config.iofsPath, o.config.instance);
     this.socketDirs = o.socketDirs ?? plainSocketDirs;
+    this.secrets = o.secrets;
     // Every container start (and every call abandoned while running) listens
     // to these for as long as it lasts: many at once is normal, not a leak.
     setMaxListeners(0, this.stop.signal, this.cut.signal);

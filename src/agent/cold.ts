@@ -12,7 +12,8 @@ import { E, FunctionError, newId } from '../models/index.js';
 import { Deadline } from '../time/index.js';
 import type { CallCancel } from './cancel.js';
 import { ContainerOutput } from './logs.js';
-import { launchError, serverBusy, untilSlotDeadline, type PoolHost } from './pool.js';
+import { launchError, secretsFolder, serverBusy, untilSlotDeadline, type PoolHost } from './pool.js';
+import { secretsMount } from './secrets.js';
 import { responseLimit, type CallRequest, type CallResponse } from './protocol/call.js';
 import type { ResourceToken } from './resource.js';
 import { containerBase, type FunctionSpec } from './spec.js';
@@ -116,14 +117,19 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
   const onCancel = (): void => void cookie?.close();
   let timeout: Deadline | undefined;
   host.adoptCold(id, () => cookie?.close());
+  const secretsDir = secretsFolder(host.socketFolder, id);
+  let secretsMade = false;
   try {
+    // A cold container lives for one call: its secrets are read for it, and go with it.
+    const secrets = await secretsMount(host.secrets, spec, secretsDir, host.log);
+    secretsMade = secrets !== undefined;
     cookie = await host.driver.prepare(
       {
         ...containerBase(spec),
         id,
         env: callEnv(spec, req, deadline),
         labels: host.labels(spec),
-        mounts: [],
+        mounts: secrets ? [secrets] : [],
         stdin: true,
         logs: output.answeringOn(stdout),
       },
@@ -164,6 +170,7 @@ export async function runColdCall(host: PoolHost, spec: FunctionSpec, req: CallR
     timeout?.clear();
     signal.removeEventListener('abort', onCancel);
     await cookie?.close();
+    if (secretsMade) await host.secrets?.folders.close(secretsDir);
     // The container is gone: all its output has been delivered.
     output.finish();
     host.forgetCold(id);

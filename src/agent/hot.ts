@@ -26,6 +26,7 @@ import type { ContainerStates, RetireReason } from './events.js';
 
 export type { RetireReason } from './events.js';
 import type { SocketDirs } from './iofs.js';
+import { secretsMount, type AgentSecrets } from './secrets.js';
 import { containerBase, type FunctionSpec } from './spec.js';
 import type { CallRequest, Exchange } from './protocol/call.js';
 import { ContainerConnection } from './protocol/http1.js';
@@ -52,6 +53,10 @@ export interface HotContainerOptions {
   readonly dir: string;
   /** Makes and removes `dir` (a size-capped tmpfs where the server can mount one). */
   readonly dirs: SocketDirs;
+  /** Where the fn's secrets come from and how their folder is made (secrets.ts); undefined: containers get none. */
+  readonly secrets?: AgentSecrets | undefined;
+  /** This container's secrets folder on the host, when its fn has secrets (bound read-only at /run/secrets). */
+  readonly secretsDir: string;
   readonly labels: Readonly<Record<string, string>>;
   /** Its stdout/stderr (stderr only, for the formats that answer on stdout), attributed to the call it serves. */
   readonly output: ContainerOutput;
@@ -104,6 +109,8 @@ export class HotContainer {
   /** Its start's span (when traced) and when it became ready (performance.now()). */
   private launchLink: StartLink | undefined;
   private retiring: Promise<void> | undefined;
+  /** Its secrets folder exists: removed when it retires. */
+  private secretsMade = false;
 
   constructor(private readonly o: HotContainerOptions) {
     this.id = o.id;
@@ -131,6 +138,12 @@ export class HotContainer {
     const socket = spec.format === 'http-stream';
     this.o.states.to('start');
     try {
+      const secrets = await secretsMount(this.o.secrets, spec, this.o.secretsDir, this.o.log);
+      if (secrets) {
+        // Retired while they were read: retire() did not know of the folder.
+        if (this.state === 'retired') await this.o.secrets!.folders.close(this.o.secretsDir);
+        else this.secretsMade = true;
+      }
       if (socket) await this.o.dirs.open(dir);
       // The stdio formats answer on stdout, so it is always taken; stderr is the log.
       const stdout = socket ? undefined : new PassThrough();
@@ -141,7 +154,7 @@ export class HotContainer {
           id: this.id,
           env: spec.env,
           labels: this.o.labels,
-          mounts: socket ? [{ hostPath: dir, containerPath: '/tmp/iofs' }] : [],
+          mounts: [...(socket ? [{ hostPath: dir, containerPath: '/tmp/iofs' }] : []), ...(secrets ? [secrets] : [])],
           stdin: !socket,
           logs: stdout ? this.o.output.answeringOn(stdout) : this.o.output,
         },
@@ -380,7 +393,7 @@ export class HotContainer {
 
   /**
    * Takes the container out of service for good: closes the connection,
-   * removes the container, returns its resources, deletes its folder.
+   * removes the container, returns its resources, deletes its folders.
    * Idempotent; resolves once the container is gone; never rejects.
    */
   retire(reason: RetireReason, detail: string = reason): Promise<void> {
@@ -399,6 +412,7 @@ export class HotContainer {
       this.o.output.finish();
       this.o.token.close();
       if (this.spec.format === 'http-stream') await this.o.dirs.close(this.o.dir);
+      if (this.secretsMade) await this.o.secrets?.folders.close(this.o.secretsDir);
     })();
     return this.retiring;
   }

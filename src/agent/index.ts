@@ -1,6 +1,7 @@
 /**
  * agent/ — the local Invoker: resource tracker, per-slot-key pools, hot
- * launcher, evictor, cold path and the call path from invoke to answer.
+ * launcher, evictor, cold path and the call path from invoke to answer;
+ * fns' secrets as files in their containers.
  */
 export { Agent } from './agent.js';
 export { AsyncWorkers, retryDelayMs } from './async.js';
@@ -29,3 +30,5 @@ export { needsContainer, seedNeedsContainer, slotKey, SlotQueue } from './slots.
 export type { SlotStats } from './slots.js';
 export { plainSocketDirs, socketDirs, SOCKET_TMPFS_BYTES } from './iofs.js';
 export type { IofsTmpfsSetting, SocketDirs } from './iofs.js';
+export { plainSecretFolders, secretFolders, SECRETS_PATH } from './secrets.js';
+export type { AgentSecrets, SecretFolders, SecretSource } from './secrets.js';

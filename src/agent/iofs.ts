@@ -43,9 +43,9 @@ export interface SocketDirs {
   close(dir: string): Promise<void>;
 }
 
-/** Mounts a socket tmpfs on `dir` (which exists). */
-async function mountTmpfs(dir: string): Promise<void> {
-  await run('mount', ['-t', 'tmpfs', '-o', MOUNT_OPTIONS, 'fnts-iofs', dir], { timeout: 10_000 });
+/** Mounts a tmpfs on `dir` (which exists): a socket folder's, unless other options (and a name for `mount` to show) are given. */
+export async function mountTmpfs(dir: string, options = MOUNT_OPTIONS, source = 'fnts-iofs'): Promise<void> {
+  await run('mount', ['-t', 'tmpfs', '-o', options, source, dir], { timeout: 10_000 });
 }
 
 /**

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ContainerStartError, DriverError, ImageError, type Driver } from '../drivers/index.js';
 import type { SocketDirs } from './iofs.js';
+import type { AgentSecrets } from './secrets.js';
 import { ApiError, E, FunctionError, newId } from '../models/index.js';
 import type { AgentConfig } from './settings.js';
 import type { Clock, Timer } from './clock.js';
@@ -31,6 +32,11 @@ import type { CallSpans } from './spans.js';
 
 export { serverBusy, shuttingDown } from '../call/index.js';
 import { serverBusy, shuttingDown } from '../call/index.js';
+
+/** A container's secrets folder: beside its socket folder, in this process's folder (swept with it after a crash). */
+export function secretsFolder(socketFolder: string, containerId: string): string {
+  return join(socketFolder, `${containerId}.secrets`);
+}
 
 /**
  * Runs `wait` until the slot deadline (half the fn's timeout; then 503
@@ -72,6 +78,8 @@ export interface PoolHost {
   readonly socketFolder: string;
   /** How containers' socket folders are made (iofs.ts). */
   readonly socketDirs: SocketDirs;
+  /** Where fns' secrets come from and how containers get them (secrets.ts); undefined: containers get none. */
+  readonly secrets: AgentSecrets | undefined;
   readonly clock: Clock;
   readonly log: Logger;
   /** The server's logger, for containers' output (at info, paced per container). */
@@ -262,6 +270,8 @@ export class SlotPool {
         token,
         dir: join(host.socketFolder, id),
         dirs: host.socketDirs,
+        secrets: host.secrets,
+        secretsDir: secretsFolder(host.socketFolder, id),
         labels: host.labels(spec),
         output: new ContainerOutput(host.logger, host.clock, spec, id),
         log: host.log,

@@ -79,6 +79,8 @@ function buildSpec(fn: CallFn): Omit<FunctionSpec, 'type' | 'request'> {
       idle: fn.idleTimeoutS,
       format: fn.format,
       env,
+      // Containers started before the fn's secrets changed are not the ones after (their files differ).
+      ...(fn.secretsVersion ? { secrets: fn.secretsVersion } : {}),
     }),
     appId: fn.appId,
     appName: fn.appName,

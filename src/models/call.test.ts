@@ -55,6 +55,17 @@ describe('Call as Fn models.Call JSON', () => {
     expect(callFromJson(JSON.parse(JSON.stringify(callToJson(grouped)))).fn.runnerGroup).toBe('gpu');
   });
 
+  it("carries the version of the fn's secrets through the JSON (never a value), leaving none unwritten", () => {
+    const call = sample();
+    expect(call.fn).not.toHaveProperty('secretsVersion');
+    expect(callToJson(call)).not.toHaveProperty('secrets_version');
+    const app = newAppFromJson({ name: 'a' });
+    const withSecrets = { ...call, fn: callFn(app, { ...newFnFromJson({ app_id: app.id, name: 'f', image: 'i' }), shape: undefined }, '0123456789abcdef') };
+    expect(callToJson(withSecrets).secrets_version).toBe('0123456789abcdef');
+    expect(callFromJson(JSON.parse(JSON.stringify(callToJson(withSecrets)))).fn.secretsVersion).toBe('0123456789abcdef');
+    expect(() => callFromJson({ ...callToJson(withSecrets), secrets_version: '../etc' })).toThrow('Invalid call: secrets_version must be a hex digest');
+  });
+
   it("reads a call as Fn's LB sends it: fn name and format from config, cpus in milli-CPUs, the old type name", () => {
     const call = callFromJson({
       id: 'c1',

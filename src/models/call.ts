@@ -48,6 +48,14 @@ export interface CallFn {
   readonly syslogUrl: string | undefined;
   /** The app's runner group (fnts.io/runner-group, else `default`): where a managed fleet places the call. */
   readonly runnerGroup: string;
+  /**
+   * A digest of the versions of the app's and fn's secrets (names and
+   * write versions, never values), '' or absent when it has none: part of
+   * the slot key, so that containers made before a secret changed are not
+   * given calls made after. The values themselves never travel with a
+   * call: a container reads them when it starts (agent/secrets.ts).
+   */
+  readonly secretsVersion?: string;
 }
 
 export interface Call {
@@ -66,8 +74,8 @@ export interface Call {
   readonly createdAt: number;
 }
 
-/** The runtime fields of `fn` of `app`, for its calls (frozen: share it). */
-export function callFn(app: App, fn: Fn): CallFn {
+/** The runtime fields of `fn` of `app`, for its calls (frozen: share it); `secretsVersion` as CallFn says. */
+export function callFn(app: App, fn: Fn, secretsVersion = ''): CallFn {
   return Object.freeze({
     appId: app.id,
     appName: app.name,
@@ -84,6 +92,7 @@ export function callFn(app: App, fn: Fn): CallFn {
     annotations: fn.annotations,
     syslogUrl: app.syslog_url,
     runnerGroup: runnerGroupOf(app.annotations),
+    ...(secretsVersion !== '' ? { secretsVersion } : {}),
   });
 }
 
@@ -119,6 +128,8 @@ export interface FnCallJson {
   format?: string;
   /** fnts's own: the app's runner group, when not the default (a detached call keeps it through the queue). */
   runner_group?: string;
+  /** fnts's own: CallFn.secretsVersion, when the fn has secrets (a digest, never a value). */
+  secrets_version?: string;
 }
 
 /** A call as Fn's models.Call JSON. Header names keep their first spelling; values keep their order. */
@@ -149,6 +160,7 @@ export function callToJson(call: Call): FnCallJson {
     fn_name: fn.fnName,
     format: fn.format,
     ...(fn.runnerGroup !== DEFAULT_RUNNER_GROUP ? { runner_group: fn.runnerGroup } : {}),
+    ...(fn.secretsVersion ? { secrets_version: fn.secretsVersion } : {}),
   };
 }
 
@@ -202,6 +214,14 @@ function milliCpus(v: unknown): number {
   const millis = m ? Number(m[1]) : Math.round(Number(text) * 1000);
   if (!Number.isFinite(millis) || millis < 0) throw bad(`cpus ${JSON.stringify(v)} is not milli-CPUs ("500m") or cores ("0.5")`);
   return millis;
+}
+
+/** secrets_version: a digest (hex), or nothing. */
+function secretsVersionOf(v: unknown): { secretsVersion?: string } {
+  const version = str(v, 'secrets_version');
+  if (!version) return {};
+  if (!/^[0-9a-f]{1,64}$/.test(version)) throw bad('secrets_version must be a hex digest');
+  return { secretsVersion: version };
 }
 
 function stringMap(v: unknown, what: string): Record<string, string> {
@@ -266,6 +286,7 @@ export function callFromJson(json: unknown): Call {
       annotations: (annotations ?? {}) as Annotations,
       syslogUrl: str(j.syslog_url, 'syslog_url') || undefined,
       runnerGroup: str(j.runner_group, 'runner_group') || DEFAULT_RUNNER_GROUP,
+      ...secretsVersionOf(j.secrets_version),
     }),
     triggerId: str(j.trigger_id, 'trigger_id') || undefined,
     method: str(j.method, 'method') ?? 'POST',

@@ -7,11 +7,13 @@
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
-import { durableRedis, reconcilerFor, recorderFor } from './common.js';
+import { durableRedis, openSecrets, reconcilerFor, recorderFor } from './common.js';
 import type { Role } from './parts.js';
 
 export const api: Role = async ({ config, logger, metrics }, made) => {
   const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  // Its full nodes (on the same database and data directory) read what is set here with the same key.
+  made.secrets = await openSecrets(config, logger, datastore);
   made.changes = new Changes(logger);
   made.api = true;
   // No calls run here, but LBs hand their records in: removed past their retention here.

@@ -6,10 +6,23 @@
 import { readFileSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
-import { Agent, AsyncWorkers, CallSpans, computeCapacity, MB, MemoryCpuTracker, readHost, selfInstance, socketDirs, type AsyncWorkersOptions } from '../agent/index.js';
+import {
+  Agent,
+  AsyncWorkers,
+  CallSpans,
+  computeCapacity,
+  MB,
+  MemoryCpuTracker,
+  readHost,
+  secretFolders,
+  selfInstance,
+  socketDirs,
+  type AsyncWorkersOptions,
+  type SecretSource,
+} from '../agent/index.js';
 import type { Invoker } from '../call/index.js';
 import type { Config } from '../config/index.js';
-import type { CallStore } from '../datastore/index.js';
+import { loadSecretKey, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
 import type { Changes } from '../models/index.js';
 import { RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
@@ -36,10 +49,17 @@ export function createLogger(config: Config): Logger {
  * leftovers removed. Without the Docker engine the node still serves (its
  * API, its probes) and calls fail until the engine answers.
  */
-export async function startAgent({ config, logger, metrics, tracing }: RoleContext, changes: Changes | undefined, overrides: Partial<Config['agent']> = {}): Promise<Agent> {
+export async function startAgent(
+  { config, logger, metrics, tracing }: RoleContext,
+  changes: Changes | undefined,
+  overrides: Partial<Config['agent']> = {},
+  /** Where fns' secrets come from: containers get them as files (a role with the database); none: no /run/secrets. */
+  secrets?: SecretSource,
+): Promise<Agent> {
   const a = { ...config.agent, ...overrides };
+  const log = logger.child({ module: 'agent' });
   // Decided before the engine is asked anything: FN_IOFS_TMPFS=true that cannot be kept stops the server.
-  const dirs = await socketDirs(a.iofsTmpfs, a.iofsPath, logger.child({ module: 'agent' }));
+  const dirs = await socketDirs(a.iofsTmpfs, a.iofsPath, log);
   const capacity = computeCapacity(readHost(), a.maxTotalMemoryBytes, a.maxTotalCpuMillis);
   logger.info({ memoryMB: Math.floor(capacity.memoryBytes / MB), cpuMillis: capacity.cpuMillis }, 'capacity for functions');
   const driver = new DockerDriver({
@@ -56,6 +76,7 @@ export async function startAgent({ config, logger, metrics, tracing }: RoleConte
     logger,
     config: { ...a, instance: selfInstance() },
     socketDirs: dirs,
+    ...(secrets ? { secrets: { source: secrets, folders: secretFolders(dirs.mode, a.iofsPath, log) } } : {}),
     ...(changes ? { changes } : {}),
     ...(tracing ? { spans: new CallSpans(tracing.recorder) } : {}),
   });
@@ -69,6 +90,40 @@ export async function startAgent({ config, logger, metrics, tracing }: RoleConte
     logger.warn({ err }, 'the Docker engine does not answer: calls fail until it does (start dockerd, or set DOCKER_HOST)');
   }
   return agent;
+}
+
+/**
+ * The secrets of a role with a database, sealed under FNTS_SECRET_KEY, else
+ * the data directory's key file (made at the first start), else (an
+ * in-memory database) a key of this process. Refuses to start when stored
+ * secrets were sealed under another key (a database restored without its
+ * key file, FNTS_SECRET_KEY changed): nothing else would tell, until every
+ * call of their fns failed.
+ */
+export async function openSecrets(config: Config, logger: Logger, datastore: SqlDatastore): Promise<SqlSecretStore> {
+  const source = await loadSecretKey(config.secretKey?.bytes(), config.dataDir);
+  const store = new SqlSecretStore(() => datastore.database(), new SecretBox(source.key), datastore.disk);
+  const where = source.from === 'env' ? 'FNTS_SECRET_KEY' : source.from === 'process' ? 'a key of this process' : source.path!;
+  const elsewhere = await store.sealedElsewhere();
+  if (elsewhere.length > 0) {
+    const count = elsewhere.reduce((n, e) => n + e.count, 0);
+    const ids = elsewhere.map((e) => e.keyId).join(', ');
+    throw new Error(
+      `${count} secret(s) in the database were stored with another key (key id ${ids}) than this server's (key id ${store.keyId}, from ${where}): ` +
+        `start with the key they were stored with (FNTS_SECRET_KEY, or the file secret.key from the backup of the data directory${config.dataDir ? ` ${config.dataDir}` : ''}); ` +
+        `if that key is lost, so are they: delete them (sqlite3 <database file> "DELETE FROM secrets WHERE key_id <> '${store.keyId}'") and set them again`,
+    );
+  }
+  if (source.from === 'made')
+    logger.info({ keyFile: source.path, keyId: store.keyId }, `made the key that encrypts secrets: ${source.path}; back it up with the database (without it, stored secrets cannot be read)`);
+  else if (source.from === 'process') logger.info({ keyId: store.keyId }, 'secrets are encrypted with a key of this process only (the database is in memory, so they last as long as the process)');
+  else logger.info({ keyId: store.keyId, key: where }, `secrets are encrypted with the key from ${where}`);
+  return store;
+}
+
+/** The containers' source of secrets, from a role's secrets store. */
+export function secretSource(store: SqlSecretStore): SecretSource {
+  return { secretsFor: (appId, fnId) => store.valuesFor(appId, fnId) };
 }
 
 /** The call recorder of a role that keeps records (FNTS_CALL_RECORDS), writing to `store`; undefined when off. */

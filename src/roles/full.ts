@@ -2,13 +2,14 @@
  * FN_NODE_TYPE=full (the default): the REST API and the local agent behind
  * the invoke endpoints, on one database (the SQLite file by default), with
  * detached calls in a table of it (or Redis, FN_MQ_URL) run by the agent's
- * async workers.
+ * async workers; fns' secrets from the same database reach their containers
+ * as files.
  */
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
 import { engineCheck, FnLookup, InvokeHandler, SyslogForwarder } from '../server/index.js';
-import { detachedCalls, durableRedis, reconcilerFor, recorderFor, startAgent } from './common.js';
+import { detachedCalls, durableRedis, openSecrets, reconcilerFor, recorderFor, secretSource, startAgent } from './common.js';
 import type { Role } from './parts.js';
 
 export const full: Role = async (ctx, made) => {
@@ -16,9 +17,10 @@ export const full: Role = async (ctx, made) => {
   const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
   const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
   metrics?.watchQueue(queue);
+  const secrets = (made.secrets = await openSecrets(config, logger, datastore));
   const changes = (made.changes = new Changes(logger));
   made.api = true;
-  const agent = (made.agent = made.invoker = await startAgent(ctx, changes));
+  const agent = (made.agent = made.invoker = await startAgent(ctx, changes, {}, secretSource(secrets)));
   const recorder = recorderFor(config, logger, datastore.calls);
   if (recorder) {
     made.recorder = recorder;
@@ -37,7 +39,7 @@ export const full: Role = async (ctx, made) => {
     metrics,
   });
   made.workers = workers;
-  made.invoke = new InvokeHandler({ invoker: agent, detached: intake, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
+  made.invoke = new InvokeHandler({ invoker: agent, detached: intake, lookup: new FnLookup(datastore, changes, secrets), logger, maxRequestBytes: config.agent.maxRequestBytes });
   made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
   // Calls need the engine: without it this node is up (the API works) but not ready for calls.
   made.checks = [engineCheck(agent.driver)];

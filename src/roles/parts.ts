@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { Agent, AsyncWorkers } from '../agent/index.js';
 import type { Invoker } from '../call/index.js';
 import type { Config } from '../config/index.js';
-import type { SqlDatastore } from '../datastore/index.js';
+import type { SqlDatastore, SqlSecretStore } from '../datastore/index.js';
 import type { Changes } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
 import type { RunnerServer } from '../runner/index.js';
@@ -29,6 +29,8 @@ export interface RoleContext {
 export interface RoleParts {
   /** The database: apps, fns, triggers, call records (full and api nodes only). */
   readonly datastore?: SqlDatastore;
+  /** Apps' and fns' secrets, in `datastore` (full and api nodes): the secrets API, and the files of a full node's containers. */
+  readonly secrets?: SqlSecretStore;
   /** Where the API tells its changes (the lookup cache and the agent listen). */
   readonly changes?: Changes;
   /** The queue of detached calls, when the role keeps or shares one. */

@@ -1,9 +1,11 @@
 /**
  * server/ — HTTP: the REST API, the invoke endpoints (over an Invoker), error
  * mapping, probes, the fn/trigger lookup cache, call records, detached-call
- * intake and reconciliation, syslog forwarding. The roles (roles/) wire them.
+ * intake and reconciliation, syslog forwarding, the secrets API. The roles (roles/) wire them.
  */
 export { registerApi } from './api.js';
+export { registerSecretsApi } from './secrets.js';
+export type { SecretsApiDeps } from './secrets.js';
 export type { ApiDeps } from './api.js';
 export { FnLookup } from './lookup.js';
 export type { Target, TargetLookup } from './lookup.js';

@@ -1,12 +1,13 @@
 /**
  * Fn and trigger lookups for the invoke endpoints, cached: the datastore is
  * off the hot path. Every change made through the API (the change feed)
- * empties the cache. Misses are not cached: a fn created a moment later
- * must be found.
+ * empties the cache (a change of secrets too: their version is part of what
+ * a lookup finds). Misses are not cached: a fn created a moment later must
+ * be found.
  */
-import type { Datastore } from '../datastore/index.js';
+import type { Datastore, SecretStore } from '../datastore/index.js';
 import type { Target, TargetLookup } from '../call/index.js';
-import { callFn, type ChangeFeed } from '../models/index.js';
+import { callFn, type App, type CallFn, type ChangeFeed, type Fn } from '../models/index.js';
 
 export type { Target, TargetLookup } from '../call/index.js';
 
@@ -21,8 +22,15 @@ export class FnLookup implements TargetLookup {
   constructor(
     private readonly datastore: Datastore,
     changes: ChangeFeed,
+    /** The fns' secrets: each lookup reads their version (CallFn.secretsVersion), never their values. */
+    private readonly secrets?: Pick<SecretStore, 'versionFor'>,
   ) {
     this.unsubscribe = changes.subscribe(() => this.clear());
+  }
+
+  /** What a call of `fn` of `app` runs with. */
+  private async target(app: App, fn: Fn): Promise<CallFn> {
+    return callFn(app, fn, (await this.secrets?.versionFor(app.id, fn.id)) ?? '');
   }
 
   /** The fn `fnId`: a Target at once when cached, else a promise (rejects with the datastore's not-found). */
@@ -32,7 +40,7 @@ export class FnLookup implements TargetLookup {
       this.cached(this.fns, fnId, async () => {
         const fn = await this.datastore.getFnById(fnId);
         const app = await this.datastore.getAppById(fn.app_id);
-        return { fn: callFn(app, fn) };
+        return { fn: await this.target(app, fn) };
       })
     );
   }
@@ -46,7 +54,7 @@ export class FnLookup implements TargetLookup {
         const app = await this.datastore.getAppByName(appName);
         const trigger = await this.datastore.getTriggerBySource(app.id, 'http', source);
         const fn = await this.datastore.getFnById(trigger.fn_id);
-        return { fn: callFn(app, fn), triggerId: trigger.id };
+        return { fn: await this.target(app, fn), triggerId: trigger.id };
       })
     );
   }

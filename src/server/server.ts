@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import { createRequire } from 'node:module';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Config } from '../config/index.js';
-import type { CallStore, Datastore } from '../datastore/index.js';
+import type { CallStore, Datastore, SecretStore } from '../datastore/index.js';
 import type { Queue } from '../mq/index.js';
 import { E, routeError, type Changes } from '../models/index.js';
 import { Readiness, type HealthCheck, type Metrics } from '../telemetry/index.js';
@@ -16,6 +16,7 @@ import { registerCallsApi } from './calls.js';
 import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
 import { InvokeHandler } from './invoke.js';
 import { registerProbes } from './probes.js';
+import { registerSecretsApi } from './secrets.js';
 import { isResourcePath, pathOf, resource } from './routing.js';
 
 const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
@@ -30,6 +31,8 @@ export interface ApiServing {
   readonly calls?: CallStore;
   /** The queue of detached calls (the calls API redrives dead ones). */
   readonly queue?: Queue;
+  /** Apps' and fns' secrets: serves the secrets API (server/secrets.ts). */
+  readonly secrets?: SecretStore;
 }
 
 export interface ServerDeps {
@@ -194,6 +197,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       ...(served.changes ? { changes: served.changes } : {}),
     });
     if (served.calls) registerCallsApi(app, { datastore: served.datastore, calls: served.calls, ...(served.queue ? { queue: served.queue } : {}) });
+    if (served.secrets) registerSecretsApi(app, { datastore: served.datastore, secrets: served.secrets, ...(served.changes ? { changes: served.changes } : {}) });
   }
 
   await app.ready();

@@ -183,3 +183,48 @@ export const formatImages = {
   cloudevent: () => ensureFunctionImage('cloudevent', CLOUDEVENT_FUNC_JS),
   http: () => ensureFunctionImage('http', HTTP_FUNC_JS),
 };
+
+/**
+ * Reports what it finds under /run/secrets (its fn's secrets): each file's
+ * SHA-256 (never the value itself, so the value shows in no answer, log or
+ * record), size, mode, and whether it can be written; whether a file can be
+ * created there; the mount as the container sees it; and the SHA-256 of
+ * every environment variable's value (a secret must be none of them). It
+ * logs the digests on stderr. Hot (http-stream) under the FDK, or cold
+ * when its fn's format is `default` (the same answer on stdout).
+ */
+export const SECRETS_FUNC_JS = `const fs = require('fs');
+const crypto = require('crypto');
+const os = require('os');
+const hash = (v) => crypto.createHash('sha256').update(v).digest('hex');
+function look() {
+  const dir = '/run/secrets';
+  let names;
+  try { names = fs.readdirSync(dir).sort(); } catch (e) { names = e.code; }
+  const files = {};
+  if (Array.isArray(names)) for (const n of names) {
+    const p = dir + '/' + n;
+    const value = fs.readFileSync(p);
+    let write;
+    try { fs.writeFileSync(p, 'x'); write = 'written'; } catch (e) { write = e.code; }
+    files[n] = { sha256: hash(value), bytes: value.length, mode: (fs.statSync(p).mode & 0o777).toString(8), write };
+  }
+  let create;
+  try { fs.writeFileSync(dir + '/new', 'x'); create = 'written'; } catch (e) { create = e.code; }
+  let mount;
+  try { mount = fs.readFileSync('/proc/self/mounts', 'utf8').split('\\n').find((l) => l.split(' ')[1] === dir); } catch (e) { mount = e.code; }
+  const seen = { host: os.hostname(), files, create, mount, env: Object.values(process.env).map(hash) };
+  process.stderr.write('secrets seen: ' + JSON.stringify(files) + '\\n');
+  return seen;
+}
+if (process.env.FN_FORMAT === 'default') {
+  process.stdin.resume();
+  process.stdin.on('end', () => process.stdout.write(JSON.stringify(look())));
+} else {
+  require('@fnproject/fdk').handle(async () => look(), { inputMode: 'json' });
+}
+`;
+
+export function secretsImage(): Promise<string> {
+  return ensureFunctionImage('secrets', SECRETS_FUNC_JS);
+}

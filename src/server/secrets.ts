@@ -1,0 +1,80 @@
+/**
+ * The secrets API (fnts's own; Fn has no secrets): an app's and a fn's
+ * secrets are set, listed (names and times, never values) and deleted here:
+ *
+ *   PUT    /v2/apps/{appID}/secrets/{name}   {"value": "..."}  -> {"name", "created_at", "updated_at"}
+ *   GET    /v2/apps/{appID}/secrets                           -> {"items": [{"name", "created_at", "updated_at"}]}
+ *   DELETE /v2/apps/{appID}/secrets/{name}                    -> 204
+ *   and the same under /v2/fns/{fnID}.
+ *
+ * A change retires the containers of the fns it reaches, as a config change
+ * does (published as a change of the app or fn): the next calls get
+ * containers started with the new values. No value is ever logged, answered
+ * or put in an error: the body is parsed here and its value handed on as bytes.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Datastore, SecretStore } from '../datastore/index.js';
+import { ApiError, E, now, parseJsonObject, secretToJson, secretValueFromJson, validateSecretName, type Changes, type SecretOwner } from '../models/index.js';
+import { resource } from './routing.js';
+
+export interface SecretsApiDeps {
+  readonly datastore: Datastore;
+  readonly secrets: SecretStore;
+  /** Told after every change, so that the containers of the fns it reaches retire and lookups read the new version. */
+  readonly changes?: Changes;
+}
+
+function param(req: FastifyRequest, name: string): string {
+  return (req.params as Record<string, string>)[name] ?? '';
+}
+
+export function registerSecretsApi(app: FastifyInstance, deps: SecretsApiDeps): void {
+  const { datastore: ds, secrets } = deps;
+
+  /** Tells the change feed that `owner`'s secrets changed: for the agent and the lookup cache, like a change of the app or fn itself. */
+  const changed = async (owner: SecretOwner): Promise<void> => {
+    const feed = deps.changes;
+    if (!feed) return;
+    try {
+      if (owner.kind === 'app') {
+        const a = await ds.getAppById(owner.id);
+        feed.publish({ kind: 'app', id: a.id, name: a.name });
+      } else {
+        const f = await ds.getFnById(owner.id);
+        feed.publish({ kind: 'fn', id: f.id, appId: f.app_id });
+      }
+    } catch (err) {
+      // Deleted meanwhile: its deletion was told, and took its secrets with it.
+      if (!ApiError.is(err, E.AppsNotFound) && !ApiError.is(err, E.FnsNotFound)) throw err;
+    }
+  };
+
+  for (const [kind, path] of [
+    ['app', '/v2/apps/:appID'],
+    ['fn', '/v2/fns/:fnID'],
+  ] as const) {
+    const ownerOf = (req: FastifyRequest): SecretOwner => ({ kind, id: param(req, kind === 'app' ? 'appID' : 'fnID') });
+
+    resource(app, `${path}/secrets`, {
+      GET: async (req) => ({ items: (await secrets.listSecrets(ownerOf(req))).map(secretToJson) }),
+    });
+
+    resource(app, `${path}/secrets/:name`, {
+      PUT: async (req) => {
+        const owner = ownerOf(req);
+        const name = param(req, 'name');
+        validateSecretName(name);
+        const value = secretValueFromJson(parseJsonObject(req.body as Buffer | undefined));
+        const stored = await secrets.putSecret(owner, name, value, now());
+        await changed(owner);
+        return secretToJson(stored);
+      },
+      DELETE: async (req, reply: FastifyReply) => {
+        const owner = ownerOf(req);
+        await secrets.removeSecret(owner, param(req, 'name'));
+        await changed(owner);
+        return reply.code(204).send();
+      },
+    });
+  }
+}
