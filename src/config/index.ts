@@ -1,6 +1,7 @@
 export { compileConfig, ConfigError } from './config.js';
 export type {
   AgentSettings,
+  AuthSettings,
   Config,
   ControlPlaneKind,
   DetachedSettings,

@@ -5,6 +5,7 @@
  */
 export type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from './datastore.js';
 export type { CallFilter, CallLogEntry, CallStore } from './calls.js';
+export type { TokenRecord, TokenStore } from './tokens.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
 export { DATABASE_DISK_FULL, DiskWatch, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';

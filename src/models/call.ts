@@ -6,7 +6,7 @@
  * are built). The request body is not part of the Call: it travels beside it
  * as a stream.
  */
-import type { Annotations } from './annotations.js';
+import { invokeAuthAsked, type Annotations } from './annotations.js';
 import { DEFAULT_RUNNER_GROUP, runnerGroupOf, type App } from './app.js';
 import { validateConfig, type ConfigMap } from './common.js';
 import { ApiError, E, MAX_CONFIG_BYTES, MAX_IDLE_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S } from './errors.js';
@@ -48,6 +48,8 @@ export interface CallFn {
   readonly syslogUrl: string | undefined;
   /** The app's runner group (fnts.io/runner-group, else `default`): where a managed fleet places the call. */
   readonly runnerGroup: string;
+  /** The app or fn asks for a token on invoke (fnts.io/invoke-auth); known where the call comes in, not sent to runners. */
+  readonly invokeAuth?: boolean;
 }
 
 export interface Call {
@@ -84,6 +86,7 @@ export function callFn(app: App, fn: Fn): CallFn {
     annotations: fn.annotations,
     syslogUrl: app.syslog_url,
     runnerGroup: runnerGroupOf(app.annotations),
+    invokeAuth: invokeAuthAsked(app.annotations) || invokeAuthAsked(fn.annotations),
   });
 }
 

@@ -7,11 +7,12 @@
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
-import { durableRedis, reconcilerFor, recorderFor } from './common.js';
+import { durableRedis, reconcilerFor, recorderFor, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
 export const api: Role = async ({ config, logger, metrics }, made) => {
   const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  await startTokens(config, logger, datastore.tokens, made);
   made.changes = new Changes(logger);
   made.api = true;
   // No calls run here, but LBs hand their records in: removed past their retention here.

@@ -4,16 +4,18 @@
  * detached calls in a table of it (or Redis, FN_MQ_URL) run by the agent's
  * async workers.
  */
+import { LocalInvokeGuard } from '../auth/index.js';
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
 import { engineCheck, FnLookup, InvokeHandler, SyslogForwarder } from '../server/index.js';
-import { detachedCalls, durableRedis, reconcilerFor, recorderFor, startAgent } from './common.js';
+import { detachedCalls, durableRedis, reconcilerFor, recorderFor, startAgent, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
 export const full: Role = async (ctx, made) => {
   const { config, logger, metrics } = ctx;
   const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  await startTokens(config, logger, datastore.tokens, made);
   const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
   metrics?.watchQueue(queue);
   const changes = (made.changes = new Changes(logger));
@@ -37,7 +39,8 @@ export const full: Role = async (ctx, made) => {
     metrics,
   });
   made.workers = workers;
-  made.invoke = new InvokeHandler({ invoker: agent, detached: intake, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
+  const guard = made.tokens ? new LocalInvokeGuard(made.tokens.registry) : undefined;
+  made.invoke = new InvokeHandler({ invoker: agent, detached: intake, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes, ...(guard ? { guard } : {}) });
   made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
   // Calls need the engine: without it this node is up (the API works) but not ready for calls.
   made.checks = [engineCheck(agent.driver)];

@@ -70,7 +70,9 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       config,
       logger,
       checks,
-      ...(made.api && datastore ? { api: { datastore, calls: datastore.calls, ...(made.changes ? { changes: made.changes } : {}), ...(queue ? { queue } : {}) } } : {}),
+      ...(made.api && datastore
+        ? { api: { datastore, calls: datastore.calls, ...(made.changes ? { changes: made.changes } : {}), ...(queue ? { queue } : {}), ...(made.tokens ? { tokens: made.tokens } : {}) } }
+        : {}),
       ...(made.invoke ? { invoke: made.invoke } : {}),
       ...(metrics ? { metrics } : {}),
     });

@@ -210,6 +210,25 @@ const m0006: Migration = {
   },
 };
 
+// API tokens (auth/): only digests are stored.
+const m0007: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('tokens')
+      .addColumn('id', 'varchar(32)', (c) => c.primaryKey())
+      .addColumn('name', 'varchar(255)', (c) => c.notNull())
+      .addColumn('role', 'varchar(32)', (c) => c.notNull())
+      .addColumn('apps', 'text')
+      .addColumn('digest', 'varchar(64)', (c) => c.notNull())
+      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('expires_at', 'varchar(32)')
+      .execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('tokens').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
@@ -217,4 +236,5 @@ export const migrations: Record<string, Migration> = {
   '0004_mq': m0004,
   '0005_call_logs_inline': m0005,
   '0006_mq_redeliveries': m0006,
+  '0007_tokens': m0007,
 };

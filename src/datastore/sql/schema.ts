@@ -89,6 +89,17 @@ export interface MqKeysTable {
   created_at: number;
 }
 
+export interface TokensTable {
+  id: string;
+  name: string;
+  role: string;
+  /** JSON array of app names, or null: every app. */
+  apps: string | null;
+  digest: string;
+  created_at: string;
+  expires_at: string | null;
+}
+
 export interface Schema {
   apps: AppsTable;
   fns: FnsTable;
@@ -97,4 +108,5 @@ export interface Schema {
   mq: MqTable;
   mq_bodies: MqBodiesTable;
   mq_keys: MqKeysTable;
+  tokens: TokensTable;
 }
