@@ -104,9 +104,9 @@ describe('fnts token, and two nodes sharing a database', () => {
   });
 
   it('a token made on one node works on the other, and once revoked there is refused within a second', async () => {
-    const { id, token } = await (
+    const { id, token } = (await (
       await fetch(`${a.url}/v2/tokens`, { method: 'POST', body: JSON.stringify({ name: 'shared', role: 'viewer' }), headers: { ...bearer(adminToken), 'content-type': 'application/json' } })
-    ).json();
+    ).json()) as { id: string; token: string };
     const onB = async (): Promise<number> => (await fetch(`${b.url}/v2/apps`, { headers: bearer(token) })).status;
     const t0 = performance.now();
     while ((await onB()) !== 200) {
