@@ -43,7 +43,8 @@ async function api(method: string, path: string, body?: unknown): Promise<Json> 
     json = undefined;
   }
   if (res.ok) return json ?? {};
-  const message = typeof json?.message === 'string' ? json.message : `${res.status} ${text}`;
+  const said: unknown = json?.message;
+  const message = typeof said === 'string' ? said : `${res.status} ${text}`;
   const hint =
     res.status === 401
       ? token

@@ -86,7 +86,7 @@ export function callFn(app: App, fn: Fn): CallFn {
     annotations: fn.annotations,
     syslogUrl: app.syslog_url,
     runnerGroup: runnerGroupOf(app.annotations),
-    invokeAuth: invokeAuthAsked(app.annotations) || invokeAuthAsked(fn.annotations),
+    ...(invokeAuthAsked(app.annotations) || invokeAuthAsked(fn.annotations) ? { invokeAuth: true } : {}),
   });
 }
 
