@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { probeImage } from '../test/support/functions.js';
 import { docker } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
+import { withTestToken } from '../test/support/auth.js';
 
 const CALLS = Number(process.env['BURST_CALLS'] ?? 40);
 const SLEEP_MS = Number(process.env['BURST_SLEEP_MS'] ?? 200);
@@ -34,7 +35,7 @@ interface Round {
 
 async function post(url: string, body: unknown): Promise<{ status: number; json: any; ms: number }> {
   const t0 = performance.now();
-  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: withTestToken(url, { 'content-type': 'application/json' }) });
   const text = await res.text();
   let json: unknown;
   try {

@@ -14,12 +14,16 @@ import autocannon from 'autocannon';
 import BetterSqlite3 from 'better-sqlite3';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
+import { withTestToken } from '../test/support/auth.js';
 
 const BODY = JSON.stringify({ name: 'bench' });
 const BACKLOG = 1000;
 
 async function json(url: string, body?: unknown): Promise<any> {
-  const res = await fetch(url, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const res = await fetch(
+    url,
+    body === undefined ? { headers: withTestToken(url) } : { method: 'POST', body: JSON.stringify(body), headers: withTestToken(url, { 'content-type': 'application/json' }) },
+  );
   return res.json();
 }
 

@@ -4,7 +4,7 @@
  * socket — the ceiling — measured in the same run with the same load tool.
  *
  *   npm run bench                  (BENCH_SECONDS=10 per measurement by default;
- *                                   BENCH_ONLY=throughput,records,metrics,tracing picks parts)
+ *                                   BENCH_ONLY=throughput,records,metrics,tracing,auth picks parts)
  *
  * Prints: throughput and latency at 1 and 16 connections, through fnts and
  * direct, with ratios; how many containers each launch policy started at 16
@@ -20,15 +20,16 @@ import { join } from 'node:path';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
 import { cannon, fmt, json, median, procStat, type Figures } from './measure.mjs';
+import { bearer } from '../test/support/auth.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const BODY = JSON.stringify({ name: 'bench' });
-/** BENCH_ONLY=records,metrics,tracing runs only those same-run comparisons (default: everything). */
+/** BENCH_ONLY=records,metrics,tracing,auth runs only those same-run comparisons (default: everything). */
 const ONLY = new Set((process.env['BENCH_ONLY'] ?? '').split(',').filter(Boolean));
 const wanted = (part: string): boolean => ONLY.size === 0 || ONLY.has(part);
 
 /** A load run against `url` with the benchmark's body, for SECONDS unless told. */
-function load(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number; pid?: number }): Promise<Figures> {
+function load(opts: { url: string; socketPath?: string; connections: number; headers?: Record<string, string>; seconds?: number; pid?: number; method?: 'GET' | 'POST' }): Promise<Figures> {
   const { pid, seconds, ...rest } = opts;
   return cannon({ ...rest, body: BODY, seconds: seconds ?? SECONDS, ...(pid ? { pids: [pid] } : {}) });
 }
@@ -115,7 +116,7 @@ interface AbResult {
  * fn, measured at 1 connection in turns (on, off, on, off, ...), so that
  * the machine's drift between rounds hits both alike; medians are reported.
  */
-async function abAtOneConnection(image: string, onEnv: Record<string, string>, offEnv: Record<string, string>, what: string): Promise<AbResult> {
+async function abAtOneConnection(image: string, onEnv: Record<string, string>, offEnv: Record<string, string>, what: string, target: 'invoke' | 'management' = 'invoke'): Promise<AbResult> {
   const rounds = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
   const seconds = Math.max(3, Math.round(SECONDS / 2));
   const dirs: string[] = [];
@@ -127,16 +128,18 @@ async function abAtOneConnection(image: string, onEnv: Record<string, string>, o
       const fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', ...env });
       const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
       const fn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'hello', image });
-      servers.push({ fnts, url: `${fnts.url}/invoke/${fn.id}` });
+      // management: GET of an app, with the token (a server with auth off ignores it).
+      servers.push({ fnts, url: target === 'invoke' ? `${fnts.url}/invoke/${fn.id}` : `${fnts.url}/v2/apps/${app.id}` });
     }
+    const how = target === 'invoke' ? {} : { method: 'GET' as const, headers: bearer() };
     process.stderr.write(`bench: ${what} on and off, 1 connection, ${rounds} rounds of ${seconds} s each in turns...\n`);
-    for (const s of servers) await load({ url: s.url, connections: 1, seconds: 3 });
+    for (const s of servers) await load({ url: s.url, connections: 1, seconds: 3, ...how });
     const sides = servers.map(() => ({ rps: [] as number[], cpuUs: [] as number[], lowUs: [] as number[] }));
     for (let r = 0; r < rounds; r++) {
       for (const [i, s] of servers.entries()) {
         const pid = s.fnts.proc.pid!;
         const before = threadCpu(pid);
-        const figures = await load({ url: s.url, connections: 1, seconds, pid });
+        const figures = await load({ url: s.url, connections: 1, seconds, pid, ...how });
         const calls = Math.max(1, figures.rps * seconds);
         let low = 0;
         for (const [tid, t] of threadCpu(pid)) if (t.nice > 0) low += t.us - (before.get(tid)?.us ?? 0);
@@ -215,6 +218,9 @@ async function main(): Promise<void> {
 
   // ---- what keeping call records costs: servers with records on and off, measured in turns
   const records = wanted('records') ? await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'on' }, { FNTS_CALL_RECORDS: 'off' }, 'call records') : undefined;
+  // ---- what API tokens cost: auth on (the default) against FNTS_AUTH=off, on invoke (a public fn) and on a management call
+  const authInvoke = wanted('auth') ? await abAtOneConnection(image, {}, { FNTS_AUTH: 'off' }, 'API tokens, invoke') : undefined;
+  const authManagement = wanted('auth') ? await abAtOneConnection(image, {}, { FNTS_AUTH: 'off' }, 'API tokens, GET /v2/apps/{id}', 'management') : undefined;
   // ---- and what metrics and tracing cost (call records off on both sides), spans sent to an OTLP sink in this process
   const sink = createServer((req, res) => {
     req.resume();
@@ -254,6 +260,8 @@ async function main(): Promise<void> {
   };
   ab('call records', records, ', goal <= 5%');
   ab('metrics alone', metricsOnly);
+  ab('API tokens on invoke', authInvoke, ', goal <= 2%');
+  ab('API tokens on management calls', authManagement, ', goal <= 10%');
   ab('metrics and tracing, every call traced', metrics, ', goal <= 5%');
   if (a && s)
     say(`launch policy at 16 conn: adaptive ${a.containers} containers, p99 ${a.c16.p99} ms, ${fmt(a.c16.rps)} req/s; seed ${s.containers} containers, p99 ${s.c16.p99} ms, ${fmt(s.c16.rps)} req/s`);

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
+import { withTestToken } from '../test/support/auth.js';
 
 /** What one load run measured; autocannon's latencies are whole milliseconds. */
 export interface Figures {
@@ -34,6 +35,8 @@ export function cpuOf(pid: number): number {
 export async function cannon(opts: {
   url: string;
   body: string;
+  /** POST unless told; a GET sends no body. */
+  method?: 'GET' | 'POST';
   seconds: number;
   connections: number;
   socketPath?: string;
@@ -45,8 +48,8 @@ export async function cannon(opts: {
   const result = await autocannon({
     url: opts.url,
     ...(opts.socketPath ? { socketPath: opts.socketPath } : {}),
-    method: 'POST',
-    body: opts.body,
+    method: opts.method ?? 'POST',
+    ...(opts.method === 'GET' ? {} : { body: opts.body }),
     headers: { 'content-type': 'application/json', ...opts.headers },
     connections: opts.connections,
     pipelining: 1,
@@ -69,7 +72,10 @@ export async function cannon(opts: {
 
 /** GETs `url`, or POSTs `body` as JSON when given; answers the response's JSON. */
 export async function json(url: string, body?: unknown): Promise<any> {
-  const res = await fetch(url, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const res = await fetch(
+    url,
+    body === undefined ? { headers: withTestToken(url) } : { method: 'POST', body: JSON.stringify(body), headers: withTestToken(url, { 'content-type': 'application/json' }) },
+  );
   return res.json();
 }
 

@@ -7,6 +7,7 @@ import { compileConfig, ConfigError, type Config } from '../config/index.js';
 import { startServer, type RunningServer } from '../roles/index.js';
 import { VERSION } from '../server/index.js';
 import { Deadline } from '../time/index.js';
+import { registerTokenCommands } from './token.js';
 
 /** After the calls are cut, how long removing the containers may take before the process exits anyway. */
 const CLEANUP_BOUND_MS = 15_000;
@@ -96,6 +97,7 @@ async function serve(): Promise<void> {
 const program = new Command().name('fnts').description('fnts: a container-native serverless platform, compatible with the Fn Project').version(VERSION, '-v, --version');
 
 program.command('serve', { isDefault: true }).alias('start').description('run the server (role from FN_NODE_TYPE, port from FN_PORT, data in FN_DB_URL)').action(serve);
+registerTokenCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`fnts: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -96,6 +96,36 @@ export interface Config {
   readonly fleet: FleetSettings;
   // ---- the pool manager (poolmanager)
   readonly pool: PoolSettings;
+  readonly auth: AuthSettings;
+}
+
+/** API tokens (docs/operations.md#tokens). */
+export interface AuthSettings {
+  /** FNTS_AUTH (on): every /v2 request needs `Authorization: Bearer <token>`; off: the API is open to whoever reaches it, as Fn's. */
+  readonly enabled: boolean;
+  /** FNTS_METRICS_AUTH (off): /metrics needs a token (of any role) too. */
+  readonly metricsAuth: boolean;
+  /** FNTS_ADMIN_TOKEN: an admin token the operator chose (32 characters or more); unset: one is made at first start (admin.token). */
+  readonly adminToken: string | undefined;
+  /** FN_TOKEN: what this node sends to the API node (LBs), as the fn CLI sends it. */
+  readonly apiToken: string | undefined;
+}
+
+const MIN_ADMIN_TOKEN_CHARS = 32;
+
+function authSettings(env: Env): AuthSettings {
+  const adminToken = read(env, 'FNTS_ADMIN_TOKEN');
+  if (adminToken !== undefined && (adminToken.length < MIN_ADMIN_TOKEN_CHARS || adminToken.length > 512 || !/^[!-~]+$/.test(adminToken))) {
+    throw new ConfigError(`FNTS_ADMIN_TOKEN must be ${MIN_ADMIN_TOKEN_CHARS} to 512 printable characters without spaces; make one with: openssl rand -hex 32`);
+  }
+  const apiToken = read(env, 'FN_TOKEN');
+  if (apiToken !== undefined && !/^[!-~]{1,512}$/.test(apiToken)) throw new ConfigError('FN_TOKEN must be a token as fnts made it (printable characters, no spaces)');
+  return Object.freeze({
+    enabled: oneOf(env, 'FNTS_AUTH', ['on', 'off'] as const, 'on') === 'on',
+    metricsAuth: oneOf(env, 'FNTS_METRICS_AUTH', ['on', 'off'] as const, 'off') === 'on',
+    adminToken,
+    apiToken,
+  });
 }
 
 /** Detached calls (Fn-Invoke-Type: detached) and their queue (FN_MQ_URL). */
@@ -524,6 +554,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     ...requestTimeouts(env),
     fleet: fleetSettings(env, nodeType),
     pool: poolSettings(env, nodeType),
+    auth: authSettings(env),
   });
 }
 

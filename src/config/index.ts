@@ -1,6 +1,7 @@
 export { compileConfig, ConfigError, SECRET_KEY_BYTES, SecretKey } from './config.js';
 export type {
   AgentSettings,
+  AuthSettings,
   Config,
   ControlPlaneKind,
   DetachedSettings,

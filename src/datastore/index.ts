@@ -10,6 +10,7 @@ export type { SecretStore } from './secrets.js';
 export { SecretBox, UnsealError } from './secret-box.js';
 export { loadSecretKey, SECRET_KEY_FILE, SecretKeyError } from './secret-key.js';
 export type { SecretKeySource } from './secret-key.js';
+export type { TokenRecord, TokenStore } from './tokens.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
 export { DATABASE_DISK_FULL, DiskWatch, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';

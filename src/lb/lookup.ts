@@ -25,6 +25,8 @@ export interface RemoteLookupOptions {
   readonly staleMs?: number;
   /** Each request's own bound. */
   readonly timeoutMs?: number;
+  /** FN_TOKEN: sent as `Authorization: Bearer` (a token with the fleet role). */
+  readonly token?: string | undefined;
 }
 
 interface Entry {
@@ -86,6 +88,19 @@ function fnOf(j: Json): Fn {
     created_at: str(j.created_at),
     updated_at: str(j.updated_at),
   };
+}
+
+/** Headers for a request to the API node: its token, when this node has one. */
+export function apiHeaders(token: string | undefined, more: Record<string, string>): Record<string, string> {
+  return token === undefined ? more : { ...more, Authorization: `Bearer ${token}` };
+}
+
+/** The API node refused this node's FN_TOKEN: the operator's to fix, not the caller's (503). */
+export function refusedToken(base: string, status: number): ApiError {
+  const why = status === 401 ? 'no FN_TOKEN, or one it does not know' : 'an FN_TOKEN without the fleet role';
+  return new ApiError(E.ServiceUnavailable, {
+    message: `the API node (FN_RUNNER_API_URL=${base}) refused this LB: ${why}; set FN_TOKEN to a token with the fleet role (fnts token create --role fleet)`,
+  });
 }
 
 export class RemoteLookup implements TargetLookup {
@@ -157,7 +172,7 @@ export class RemoteLookup implements TargetLookup {
   private async get(path: string): Promise<Json> {
     let res: Response;
     try {
-      res = await fetch(`${this.base}${path}`, { signal: AbortSignal.timeout(this.timeoutMs), headers: { Accept: 'application/json' } });
+      res = await fetch(`${this.base}${path}`, { signal: AbortSignal.timeout(this.timeoutMs), headers: apiHeaders(this.o.token, { Accept: 'application/json' }) });
     } catch (err) {
       throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${this.base}) cannot be reached`, cause: err });
     }
@@ -168,6 +183,7 @@ export class RemoteLookup implements TargetLookup {
     } catch {
       // reported below when the status says it failed
     }
+    if (res.status === 401 || res.status === 403) throw refusedToken(this.base, res.status);
     if (!res.ok) {
       const message = typeof json.message === 'string' ? json.message : `the API node answered ${res.status}`;
       throw remoteError(res.status >= 500 ? 503 : res.status, message);

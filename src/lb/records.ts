@@ -7,12 +7,15 @@
  */
 import type { CallLogEntry, CallStore } from '../datastore/index.js';
 import { type CallRecord, RECORD_BATCH_BYTES } from '../models/index.js';
+import { apiHeaders, refusedToken } from './lookup.js';
 
 export class RemoteCallStore implements Pick<CallStore, 'insert' | 'insertSerialized' | 'prune'> {
   private readonly url: string;
 
   constructor(
-    apiUrl: string,
+    private readonly apiUrl: string,
+    /** FN_TOKEN: a token with the fleet role. */
+    private readonly token: string | undefined = undefined,
     private readonly timeoutMs = 30_000,
   ) {
     this.url = `${apiUrl.replace(/\/+$/, '')}/v2/runner/calls`;
@@ -34,7 +37,8 @@ export class RemoteCallStore implements Pick<CallStore, 'insert' | 'insertSerial
       batch.records = [];
       batch.logs = [];
       bytes = 0;
-      const res = await fetch(this.url, { method: 'POST', body, headers: { 'Content-Type': 'application/json' }, signal: AbortSignal.timeout(this.timeoutMs) });
+      const res = await fetch(this.url, { method: 'POST', body, headers: apiHeaders(this.token, { 'Content-Type': 'application/json' }), signal: AbortSignal.timeout(this.timeoutMs) });
+      if (res.status === 401 || res.status === 403) throw refusedToken(this.apiUrl, res.status);
       if (!res.ok) throw new Error(`the API node refused call records: ${res.status} ${await res.text()}`);
     };
     const add = async (kind: keyof typeof batch, json: string): Promise<void> => {

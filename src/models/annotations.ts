@@ -9,6 +9,20 @@ import { mergeMap } from './common.js';
 
 export type Annotations = Readonly<Record<string, unknown>>;
 
+/** `fnts.io/invoke-auth: "token"` on an app or fn: its calls need a token with the invoke right (auth/invoke.ts). */
+export const INVOKE_AUTH_ANNOTATION = 'fnts.io/invoke-auth';
+
+/** Throws unless the invoke-auth annotation is absent or "token": a misspelt value must not leave a fn open by surprise. */
+export function validateInvokeAuth(annotations: Annotations): void {
+  const v = annotations[INVOKE_AUTH_ANNOTATION];
+  if (v !== undefined && v !== 'token') throw new ApiError(E.InvalidInvokeAuth);
+}
+
+/** Whether these annotations ask for a token on invoke. */
+export function invokeAuthAsked(annotations: Annotations): boolean {
+  return annotations[INVOKE_AUTH_ANNOTATION] === 'token';
+}
+
 const VALID_KEY = /^[!-~]+$/;
 
 function isEmptyValue(value: unknown): boolean {

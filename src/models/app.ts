@@ -1,7 +1,7 @@
 /**
  * App: a named group of functions sharing config, annotations and a syslog URL.
  */
-import { annotationsEqual, mergeAnnotations, validateAnnotations, type Annotations } from './annotations.js';
+import { annotationsEqual, mergeAnnotations, validateAnnotations, validateInvokeAuth, type Annotations } from './annotations.js';
 import { byteLength, configEqual, mergeConfig, newId, now, validateConfig, WORD_NAME, type ConfigMap } from './common.js';
 import { optString, optStringMap, optAnnotations, type JsonObject } from './decode.js';
 import { ApiError, E, invalidSyslog, MAX_NAME_LENGTH } from './errors.js';
@@ -74,6 +74,7 @@ function validateSyslogUrl(raw: string): void {
 function validateApp(app: App): void {
   validateAppName(app.name);
   validateAnnotations(app.annotations);
+  validateInvokeAuth(app.annotations);
   const group = app.annotations[RUNNER_GROUP_ANNOTATION];
   if (group !== undefined && !(typeof group === 'string' && RUNNER_GROUP_NAME.test(group))) throw new ApiError(E.InvalidRunnerGroup);
   if (app.syslog_url !== undefined && app.syslog_url !== '') validateSyslogUrl(app.syslog_url);

@@ -6,7 +6,7 @@
  * are built). The request body is not part of the Call: it travels beside it
  * as a stream.
  */
-import type { Annotations } from './annotations.js';
+import { invokeAuthAsked, type Annotations } from './annotations.js';
 import { DEFAULT_RUNNER_GROUP, runnerGroupOf, type App } from './app.js';
 import { validateConfig, type ConfigMap } from './common.js';
 import { ApiError, E, MAX_CONFIG_BYTES, MAX_IDLE_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S } from './errors.js';
@@ -56,6 +56,8 @@ export interface CallFn {
    * call: a container reads them when it starts (agent/secrets.ts).
    */
   readonly secretsVersion?: string;
+  /** The app or fn asks for a token on invoke (fnts.io/invoke-auth); known where the call comes in, not sent to runners. */
+  readonly invokeAuth?: boolean;
 }
 
 export interface Call {
@@ -93,6 +95,7 @@ export function callFn(app: App, fn: Fn, secretsVersion = ''): CallFn {
     syslogUrl: app.syslog_url,
     runnerGroup: runnerGroupOf(app.annotations),
     ...(secretsVersion !== '' ? { secretsVersion } : {}),
+    ...(invokeAuthAsked(app.annotations) || invokeAuthAsked(fn.annotations) ? { invokeAuth: true } : {}),
   });
 }
 

@@ -140,6 +140,18 @@ export const E = Object.freeze({
   TriggerExists: def('TriggerExists', 409, 'Trigger already exists'),
   TriggerSourceExists: def('TriggerSourceExists', 409, 'Trigger with the same type and source exists on this app'),
 
+  // tokens (fnts: Fn has no authentication of its own)
+  Unauthenticated: def('Unauthenticated', 401, "Authentication required: send 'Authorization: Bearer <token>' (the fn CLI sends FN_TOKEN)"),
+  InvalidToken: def('InvalidToken', 401, 'Invalid token: it is unknown, revoked or expired'),
+  Forbidden: def('Forbidden', 403, 'Forbidden: this token may not do this'),
+  ForbiddenApp: def('ForbiddenApp', 403, 'Forbidden: this token may not use this app'),
+  InvokeAuthUnavailable: def('InvokeAuthUnavailable', 401, 'This function takes calls with a token only (fnts.io/invoke-auth), and this server checks no tokens (FNTS_AUTH=off)'),
+  TokenNotFound: def('TokenNotFound', 404, 'Token not found'),
+  InvalidTokenName: def('InvalidTokenName', 400, 'Invalid token name: it must be a string of 1 to 255 characters'),
+  InvalidTokenRole: def('InvalidTokenRole', 400, 'Invalid token role: use one of admin, developer, viewer, invoker, fleet'),
+  InvalidTokenApps: def('InvalidTokenApps', 400, 'Invalid token apps: it must be a list of app names'),
+  InvalidTokenExpiry: def('InvalidTokenExpiry', 400, 'Invalid expires_at: it must be an RFC 3339 time in the future'),
+
   // calls
   CallTimeoutServerBusy: def('CallTimeoutServerBusy', 503, 'Timed out - server too busy'),
   CallTimeout: def('CallTimeout', 504, 'Timed out'),
@@ -183,6 +195,7 @@ export const E = Object.freeze({
     400,
     "Invalid annotation fnts.io/runner-group, it must be a string of 1 to 40 lower case letters, digits and '-', starting and ending with a letter or digit",
   ),
+  InvalidInvokeAuth: def('InvalidInvokeAuth', 400, 'Invalid annotation fnts.io/invoke-auth, it must be "token" (calls need a token) or be removed'),
   TooManyAnnotationKeys: def('TooManyAnnotationKeys', 400, `Invalid annotation change, new key(s) exceed maximum permitted number of annotations keys (${MAX_ANNOTATION_KEYS})`),
 } as const);
 

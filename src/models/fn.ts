@@ -1,7 +1,7 @@
 /**
  * Fn: a function — a container image plus the resources and config it runs with.
  */
-import { annotationsEqual, mergeAnnotations, validateAnnotations, type Annotations } from './annotations.js';
+import { annotationsEqual, mergeAnnotations, validateAnnotations, validateInvokeAuth, type Annotations } from './annotations.js';
 import type { AppShape } from './app.js';
 import { byteLength, configEqual, mergeConfig, mergeMap, newId, now, validateConfig, type ConfigMap } from './common.js';
 import { INT32_MAX, INT32_MIN, optInteger, optString, optStringMap, optAnnotations, UINT64_MAX, type JsonObject } from './decode.js';
@@ -94,6 +94,7 @@ function validateFn(fn: Fn): void {
   if (fn.idle_timeout <= 0 || fn.idle_timeout > MAX_IDLE_TIMEOUT_S) throw new ApiError(E.FnsInvalidIdleTimeout);
   if (fn.memory < 1 || fn.memory > MAX_MEMORY_MB) throw new ApiError(E.InvalidMemory);
   validateAnnotations(fn.annotations);
+  validateInvokeAuth(fn.annotations);
   const attempts = fn.annotations[ASYNC_MAX_ATTEMPTS_ANNOTATION];
   if (attempts !== undefined && !(typeof attempts === 'number' && Number.isInteger(attempts) && attempts >= 1 && attempts <= 10)) {
     throw new ApiError(E.InvalidAsyncMaxAttempts);

@@ -4,7 +4,7 @@
  * told by (tellEach), secrets (names and times; values only as bytes), their validation and update rules, and the error
  * catalog with Fn's exact messages.
  */
-export { annotationsEqual, mergeAnnotations, validateAnnotations } from './annotations.js';
+export { annotationsEqual, INVOKE_AUTH_ANNOTATION, invokeAuthAsked, mergeAnnotations, validateAnnotations } from './annotations.js';
 export type { Annotations } from './annotations.js';
 export { APP_SHAPES, appPatchFromJson, applyAppPatch, appToJson, DEFAULT_RUNNER_GROUP, newAppFromJson, RUNNER_GROUP_ANNOTATION, RUNNER_GROUP_NAME, runnerGroupOf, validateAppName } from './app.js';
 export type { App, AppPatch, AppShape } from './app.js';

@@ -7,11 +7,12 @@
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
-import { durableRedis, openSecrets, reconcilerFor, recorderFor } from './common.js';
+import { durableRedis, openSecrets, reconcilerFor, recorderFor, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
 export const api: Role = async ({ config, logger, metrics }, made) => {
   const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  await startTokens(config, logger, datastore.tokens, made);
   // Its full nodes (on the same database and data directory) read what is set here with the same key.
   made.secrets = await openSecrets(config, logger, datastore);
   made.changes = new Changes(logger);

@@ -20,15 +20,16 @@ import {
   type AsyncWorkersOptions,
   type SecretSource,
 } from '../agent/index.js';
+import { ensureAdminToken, TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
-import type { Config } from '../config/index.js';
-import { loadSecretKey, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore } from '../datastore/index.js';
+import { ConfigError, type Config } from '../config/index.js';
+import { loadSecretKey, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore, type TokenStore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
 import type { Changes } from '../models/index.js';
 import { RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
 import { CallRecorder, QueueIntake, QueueReconciler, type CallRecorderOptions } from '../server/index.js';
 import type { Metrics } from '../telemetry/index.js';
-import type { RoleContext } from './parts.js';
+import type { Building, RoleContext } from './parts.js';
 
 /**
  * The server's logger, on stdout: JSON lines (FN_LOG_FORMAT=json) for log
@@ -222,4 +223,27 @@ async function requireDurable(queue: RedisQueue, config: Config, logger: Logger)
 export function fleetTls(config: Config): { ca: Buffer; key: Buffer; cert: Buffer } | undefined {
   const tls = config.fleet.tls;
   return tls ? { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert) } : undefined;
+}
+
+/**
+ * API tokens on a node that keeps the database (full, api), unless
+ * FNTS_AUTH=off: the tokens it accepts, read again every half second, and
+ * the first admin token made when there is none (auth/admin.ts).
+ */
+export async function startTokens(config: Config, logger: Logger, store: TokenStore, made: Building): Promise<void> {
+  if (!config.auth.enabled) {
+    const open = !['127.0.0.1', '::1', 'localhost'].includes(config.listenHost);
+    const say = 'FNTS_AUTH=off: the management API (/v2) is open to whoever reaches this port';
+    if (open) logger.warn({ listen: config.listenHost }, `${say}, and it listens on ${config.listenHost}: set FNTS_AUTH=on, or FN_LISTEN_HOST=127.0.0.1`);
+    else logger.info(say);
+    return;
+  }
+  const log = logger.child({ module: 'auth' });
+  const registry = new TokenRegistry({ store, log, adminToken: config.auth.adminToken });
+  await registry.start();
+  made.tokens = { store, registry };
+  if (config.dataDir === undefined && config.auth.adminToken === undefined) {
+    throw new ConfigError('an in-memory database keeps no files, so no first admin token can be written for you: set FNTS_ADMIN_TOKEN (32 characters or more), or FNTS_DATA_DIR');
+  }
+  await ensureAdminToken({ store, registry, fromEnv: config.auth.adminToken !== undefined, dataDir: config.dataDir ?? '', log });
 }

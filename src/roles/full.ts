@@ -5,16 +5,18 @@
  * async workers; fns' secrets from the same database reach their containers
  * as files.
  */
+import { LocalInvokeGuard } from '../auth/index.js';
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
 import { engineCheck, FnLookup, InvokeHandler, SyslogForwarder } from '../server/index.js';
-import { detachedCalls, durableRedis, openSecrets, reconcilerFor, recorderFor, secretSource, startAgent } from './common.js';
+import { detachedCalls, durableRedis, openSecrets, reconcilerFor, recorderFor, secretSource, startAgent, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
 export const full: Role = async (ctx, made) => {
   const { config, logger, metrics } = ctx;
   const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  await startTokens(config, logger, datastore.tokens, made);
   const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
   metrics?.watchQueue(queue);
   const secrets = (made.secrets = await openSecrets(config, logger, datastore));
@@ -39,7 +41,15 @@ export const full: Role = async (ctx, made) => {
     metrics,
   });
   made.workers = workers;
-  made.invoke = new InvokeHandler({ invoker: agent, detached: intake, lookup: new FnLookup(datastore, changes, secrets), logger, maxRequestBytes: config.agent.maxRequestBytes });
+  const guard = made.tokens ? new LocalInvokeGuard(made.tokens.registry) : undefined;
+  made.invoke = new InvokeHandler({
+    invoker: agent,
+    detached: intake,
+    lookup: new FnLookup(datastore, changes, secrets),
+    logger,
+    maxRequestBytes: config.agent.maxRequestBytes,
+    ...(guard ? { guard } : {}),
+  });
   made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
   // Calls need the engine: without it this node is up (the API works) but not ready for calls.
   made.checks = [engineCheck(agent.driver)];

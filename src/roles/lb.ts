@@ -7,7 +7,7 @@
  * Redis queue the LBs and the API node share (FN_MQ_URL).
  */
 import { selfInstance } from '../agent/index.js';
-import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteLookup, runnersCheck, StaticPool, type RunnerPool } from '../lb/index.js';
+import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteInvokeGuard, RemoteLookup, runnersCheck, StaticPool, type RunnerPool } from '../lb/index.js';
 import { RunnerClient } from '../rpc/index.js';
 import { InvokeHandler } from '../server/index.js';
 import { detachedCalls, durableRedis, fleetTls, recorderFor } from './common.js';
@@ -34,7 +34,7 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
     pool = new StaticPool(fleet.runnerAddresses.map(connect));
   }
   // Records and logs of the calls placed here go to the API node, batched as a full node's.
-  const store = new RemoteCallStore(fleet.runnerApiUrl!);
+  const store = new RemoteCallStore(fleet.runnerApiUrl!, config.auth.apiToken);
   const recorder = recorderFor(config, logger, store);
   if (recorder) made.recorder = recorder;
   const invoker = new LbAgent({
@@ -46,7 +46,7 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
   });
   made.invoker = invoker;
   metrics?.watchRunners(() => invoker.view);
-  const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs });
+  const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs, token: config.auth.apiToken });
   // Detached calls need a queue every LB shares (FN_MQ_URL): the LBs' dispatchers place them like any call.
   let intake;
   if (config.mqUrl) {
@@ -68,7 +68,11 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
   } else {
     logger.warn('no FN_MQ_URL: detached calls (Fn-Invoke-Type: detached) run as synchronous calls on this LB; set FN_MQ_URL=redis://... (shared by the LBs and the API node) to queue them');
   }
-  made.invoke = new InvokeHandler({ invoker, lookup, logger, maxRequestBytes: config.agent.maxRequestBytes, ...(intake ? { detached: intake } : {}) });
+  // invoke-auth: the API node checks callers' tokens (this LB keeps none).
+  const guard = new RemoteInvokeGuard(fleet.runnerApiUrl!, config.auth.apiToken);
+  made.invoke = new InvokeHandler({ invoker, lookup, logger, guard, maxRequestBytes: config.agent.maxRequestBytes, ...(intake ? { detached: intake } : {}) });
+  if (config.auth.apiToken === undefined)
+    logger.warn('no FN_TOKEN: the API node refuses this LB unless it runs with FNTS_AUTH=off; set FN_TOKEN to a token with the fleet role (fnts token create --role fleet)');
   logger.info({ ...(fleet.npmAddress !== undefined ? { npm: fleet.npmAddress } : { runners: fleet.runnerAddresses }), placer: fleet.placer, api: fleet.runnerApiUrl }, 'placing calls on runners');
   // Ready while a runner can be reached: a load balancer in front sends its callers elsewhere meanwhile.
   made.checks = [runnersCheck(pool)];

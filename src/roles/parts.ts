@@ -6,9 +6,10 @@
  */
 import type { Logger } from 'pino';
 import type { Agent, AsyncWorkers } from '../agent/index.js';
+import type { TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
 import type { Config } from '../config/index.js';
-import type { SqlDatastore, SqlSecretStore } from '../datastore/index.js';
+import type { SqlDatastore, SqlSecretStore, TokenStore } from '../datastore/index.js';
 import type { Changes } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
 import type { RunnerServer } from '../runner/index.js';
@@ -35,6 +36,8 @@ export interface RoleParts {
   readonly changes?: Changes;
   /** The queue of detached calls, when the role keeps or shares one. */
   readonly queue?: Queue;
+  /** API tokens (FNTS_AUTH=on, nodes with a database): the REST API needs one. */
+  readonly tokens?: { readonly store: TokenStore; readonly registry: TokenRegistry };
   /** Serve the REST API (apps, fns, triggers, calls) from `datastore`. */
   readonly api?: boolean;
   readonly invoke?: InvokeHandler;
@@ -79,5 +82,6 @@ export async function release(parts: RoleParts, tracing: Tracing | undefined): P
   await Promise.all([parts.recorder?.close(), tracing?.shutdown()]);
   parts.syslog?.close();
   await parts.queue?.close();
+  parts.tokens?.registry.close();
   await parts.datastore?.close();
 }

@@ -71,7 +71,16 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       logger,
       checks,
       ...(made.api && datastore
-        ? { api: { datastore, calls: datastore.calls, ...(made.changes ? { changes: made.changes } : {}), ...(queue ? { queue } : {}), ...(made.secrets ? { secrets: made.secrets } : {}) } }
+        ? {
+            api: {
+              datastore,
+              calls: datastore.calls,
+              ...(made.changes ? { changes: made.changes } : {}),
+              ...(queue ? { queue } : {}),
+              ...(made.secrets ? { secrets: made.secrets } : {}),
+              ...(made.tokens ? { tokens: made.tokens } : {}),
+            },
+          }
         : {}),
       ...(made.invoke ? { invoke: made.invoke } : {}),
       ...(metrics ? { metrics } : {}),

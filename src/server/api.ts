@@ -60,7 +60,10 @@ export function registerApi(app: FastifyInstance, deps: ApiDeps): void {
   resource(app, '/v2/apps', {
     GET: async (req) => {
       const page = await ds.listApps({ ...pageParams(req.query), name: queryString(req.query, 'name') || undefined });
-      return { items: page.items.map(appToJson), ...(page.nextCursor ? { next_cursor: page.nextCursor } : {}) };
+      // A token limited to some apps sees only those (server/auth.ts).
+      const limit = req.principal?.apps;
+      const items = limit === undefined ? page.items : page.items.filter((a) => limit.includes(a.name));
+      return { items: items.map(appToJson), ...(page.nextCursor ? { next_cursor: page.nextCursor } : {}) };
     },
     POST: async (req) => appToJson(await ds.insertApp(newAppFromJson(body(req)))),
   });

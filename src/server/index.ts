@@ -12,6 +12,7 @@ export type { Target, TargetLookup } from './lookup.js';
 export { toHttpError } from './errors.js';
 export type { HttpError } from './errors.js';
 export { buildServer, VERSION } from './server.js';
+export { routesOf } from './routing.js';
 export type { ApiServing, ServerDeps } from './server.js';
 export { InvokeHandler } from './invoke.js';
 export { CallRecorder } from './records.js';

@@ -15,7 +15,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { sameName, withoutHeaders, withoutHopHeaders, type CallResponse, type Invoker } from '../call/index.js';
+import type { InvokeGuard } from '../auth/index.js';
 import { ApiError, E, newId, routeError, type Call } from '../models/index.js';
+import { unauthenticated } from './auth.js';
 import { toHttpError } from './errors.js';
 import type { Target, TargetLookup } from './lookup.js';
 
@@ -44,6 +46,8 @@ export interface InvokeDeps {
   readonly logger: Logger;
   /** FN_MAX_REQUEST_SIZE; 0 = no limit. */
   readonly maxRequestBytes: number;
+  /** Checks callers' tokens for fns that ask for one (fnts.io/invoke-auth); without it such fns refuse every call. */
+  readonly guard?: InvokeGuard;
 }
 
 /** Request bodies up to this size (declared by Content-Length) take the fast path: read whole with no stream. */
@@ -161,6 +165,8 @@ export class InvokeHandler {
       target = this.deps.lookup.byTrigger(appName, source);
     }
     const { fn, triggerId } = target instanceof Promise ? await target : target;
+    // Before a byte of the body is read, and before anything runs.
+    if (fn.invokeAuth === true) await this.authorize(req, fn.appName);
 
     const tls = (req.socket as { encrypted?: boolean }).encrypted;
     const made: Call = {
@@ -170,7 +176,8 @@ export class InvokeHandler {
       triggerId,
       method: req.method ?? 'GET',
       url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
-      headers: withoutHopHeaders(req.rawHeaders, 'content-length'),
+      // The caller's token was for fnts: it does not reach the function.
+      headers: fn.invokeAuth === true ? withoutHeaders(withoutHopHeaders(req.rawHeaders, 'content-length'), ['authorization']) : withoutHopHeaders(req.rawHeaders, 'content-length'),
       createdAt: Date.now(),
     };
     if (made.type === 'detached') {
@@ -184,6 +191,16 @@ export class InvokeHandler {
       if (!res.writableFinished) call.cancel();
     });
     writeAnswer(res, callId, await call.response, this.log);
+  }
+
+  /** invoke-auth: 401 without a valid token, 403 for a token that may not invoke this app. */
+  private async authorize(req: IncomingMessage, appName: string): Promise<void> {
+    const guard = this.deps.guard;
+    if (!guard) throw new ApiError(E.InvokeAuthUnavailable);
+    const verdict = await guard.verdict(req.headers.authorization, appName);
+    if (verdict === 'ok') return;
+    if (verdict === 'forbidden') throw new ApiError(E.ForbiddenApp);
+    throw unauthenticated(verdict === 'missing' ? E.Unauthenticated : E.InvalidToken);
   }
 
   /**

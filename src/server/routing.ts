@@ -9,6 +9,21 @@ import { E, routeError } from '../models/index.js';
 export type Handler = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
+/** Every route each app has, as registered (server.ts records them): what the auth test walks. */
+const allRoutes = new WeakMap<FastifyInstance, { url: string; methods: string[] }[]>();
+
+/** Records every route `app` gets from now on. */
+export function recordRoutes(app: FastifyInstance): void {
+  const routes: { url: string; methods: string[] }[] = [];
+  allRoutes.set(app, routes);
+  app.addHook('onRoute', (r) => void routes.push({ url: r.url, methods: ([] as string[]).concat(r.method) }));
+}
+
+/** The routes `app` registered since recordRoutes(), with their methods. */
+export function routesOf(app: FastifyInstance): ReadonlyArray<{ readonly url: string; readonly methods: readonly string[] }> {
+  return allRoutes.get(app) ?? [];
+}
+
 /** The paths `resource()` registered on each app, as matchers of concrete request paths. */
 const resourcePaths = new WeakMap<FastifyInstance, RegExp[]>();
 

@@ -11,13 +11,17 @@ import type { CallStore, Datastore, SecretStore } from '../datastore/index.js';
 import type { Queue } from '../mq/index.js';
 import { E, routeError, type Changes } from '../models/index.js';
 import { Readiness, type HealthCheck, type Metrics } from '../telemetry/index.js';
+import type { TokenRegistry } from '../auth/index.js';
+import type { TokenStore } from '../datastore/index.js';
 import { registerApi } from './api.js';
+import { guardApi } from './auth.js';
 import { registerCallsApi } from './calls.js';
 import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
 import { InvokeHandler } from './invoke.js';
 import { registerProbes } from './probes.js';
 import { registerSecretsApi } from './secrets.js';
-import { isResourcePath, pathOf, resource } from './routing.js';
+import { registerTokensApi } from './tokens.js';
+import { isResourcePath, pathOf, recordRoutes, resource } from './routing.js';
 
 const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
 export const VERSION: string = pkg.version;
@@ -33,6 +37,8 @@ export interface ApiServing {
   readonly queue?: Queue;
   /** Apps' and fns' secrets: serves the secrets API (server/secrets.ts). */
   readonly secrets?: SecretStore;
+  /** API tokens (FNTS_AUTH=on): /v2 needs one, and admins manage them at /v2/tokens. */
+  readonly tokens?: { readonly store: TokenStore; readonly registry: TokenRegistry };
 }
 
 export interface ServerDeps {
@@ -81,6 +87,7 @@ function countInvoke(metrics: Metrics, req: IncomingMessage, res: ServerResponse
 
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const { config, invoke, metrics } = deps;
+  const tokens = deps.api?.tokens;
   /** Each connection's latest response: what a client error on it interrupts, if it is still being written. */
   const answering = new WeakMap<Socket, ServerResponse>();
   const app = Fastify({
@@ -146,6 +153,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     },
   });
 
+  recordRoutes(app);
+
   // Fn decodes API bodies as JSON whatever the Content-Type says (curl -d
   // sends form encoding), so every body is taken as bytes and parsed by models/.
   app.removeAllContentTypeParsers();
@@ -172,6 +181,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(answer.status).send(answer.body);
   });
 
+  // Before any route: a stranger's request is refused before anything answers it.
+  if (tokens) guardApi(app, { tokens: tokens.registry, metricsAuth: config.auth.metricsAuth }, deps.api?.datastore);
+
   if (metrics) {
     // Fn's api_latency: every API request, under its route template (bounded), never its URL.
     app.addHook('onResponse', async (req, reply) => {
@@ -196,6 +208,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       publicUrl: config.publicUrl,
       ...(served.changes ? { changes: served.changes } : {}),
     });
+    if (tokens) registerTokensApi(app, tokens);
     if (served.calls) registerCallsApi(app, { datastore: served.datastore, calls: served.calls, ...(served.queue ? { queue: served.queue } : {}) });
     if (served.secrets) registerSecretsApi(app, { datastore: served.datastore, secrets: served.secrets, ...(served.changes ? { changes: served.changes } : {}) });
   }

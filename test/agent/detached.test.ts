@@ -15,11 +15,12 @@ import { startFnts } from '../support/process.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
+import { bearer, withTestToken } from '../support/auth.js';
 
 const detached = { 'Fn-Invoke-Type': 'detached' };
 
 async function json(url: string, init?: RequestInit): Promise<any> {
-  const res = await fetch(url, init);
+  const res = await fetch(url, { ...init, headers: withTestToken(url, (init?.headers ?? {}) as Record<string, string>) });
   return res.status === 204 ? undefined : res.json();
 }
 
@@ -82,16 +83,16 @@ describe('detached calls', () => {
     const fn = await s.fn(app, await probeImage(), { annotations: { 'fnts.io/async-max-attempts': 1 } });
     const id = (await s.invoke(fn.id, { exit: 4 }, detached)).headers.get('fn-call-id')!;
     expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 15_000)).toBe(true);
-    const retried = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST' });
+    const retried = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST', headers: bearer() });
     expect(retried.status).toBe(202);
     expect(await retried.json()).toMatchObject({ id, status: 'queued', attempts: 0 });
     // It fails again (the function still exits), and is dead again after its one attempt.
     expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 15_000)).toBe(true);
     const ok = (await s.invoke(fn.id, {}, detached)).headers.get('fn-call-id')!;
     expect(await eventually(async () => (await record(fn.id, ok)).status === 'success', 15_000)).toBe(true);
-    const refused = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${ok}/retry`, { method: 'POST' });
+    const refused = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${ok}/retry`, { method: 'POST', headers: bearer() });
     expect(refused.status).toBe(409);
-    expect((await fetch(`${s.url}/v2/fns/${fn.id}/calls/01NOPE/retry`, { method: 'POST' })).status).toBe(404);
+    expect((await fetch(`${s.url}/v2/fns/${fn.id}/calls/01NOPE/retry`, { method: 'POST', headers: bearer() })).status).toBe(404);
   });
 
   it('an api node on the same database redrives a dead call, and the full node runs it', async () => {
@@ -101,7 +102,7 @@ describe('detached calls', () => {
     expect(await eventually(async () => (await record(fn.id, id)).status === 'error', 15_000)).toBe(true);
     const api = await startTestServer({ FN_NODE_TYPE: 'api', FN_DB_URL: s.config.dbUrl });
     try {
-      const retried = await fetch(`${api.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST' });
+      const retried = await fetch(`${api.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST', headers: bearer() });
       expect(retried.status).toBe(202);
       expect(await retried.json()).toMatchObject({ id, status: 'queued', attempts: 0 });
     } finally {
@@ -117,6 +118,7 @@ describe('detached calls', () => {
       const res = await fetch(`${s.url}/v2/fns`, {
         method: 'POST',
         body: JSON.stringify({ app_id: app.id, name: `bad${String(bad).replace('.', '')}`, image: 'x', annotations: { 'fnts.io/async-max-attempts': bad } }),
+        headers: bearer(),
       });
       expect(res.status).toBe(400);
       expect(((await res.json()) as { message: string }).message).toBe('Invalid annotation fnts.io/async-max-attempts, it must be a whole number from 1 to 10');
@@ -130,7 +132,7 @@ describe('detached calls', () => {
       const id = (await s.invoke(fn.id, { log: `early log ${n}` }, detached)).headers.get('fn-call-id')!;
       // Looked at as often as a client might: the moment the record says success, the log is there.
       expect(await eventually(async () => (await record(fn.id, id)).status === 'success', 15_000, 10)).toBe(true);
-      const log = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${id}/log`);
+      const log = await fetch(`${s.url}/v2/fns/${fn.id}/calls/${id}/log`, { headers: bearer() });
       expect(log.status).toBe(200);
       expect(((await log.json()) as { log: string }).log).toContain(`early log ${n} (stderr)`);
     }

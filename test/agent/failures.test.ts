@@ -13,6 +13,7 @@ import { ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startFnts } from '../support/process.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
+import { withTestToken } from '../support/auth.js';
 
 let probe: string;
 let hello: string;
@@ -219,7 +220,7 @@ describe('the server under oversized bodies', () => {
     const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${fnts.proc.pid}/status`, 'utf8'))![1]) * 1024;
     try {
       const post = async (path: string, body: unknown): Promise<any> =>
-        (await fetch(`${fnts.url}${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })).json();
+        (await fetch(`${fnts.url}${path}`, { method: 'POST', body: JSON.stringify(body), headers: withTestToken(path, { 'content-type': 'application/json' }) })).json();
       const app = await post('/v2/apps', { name: 'mem' });
       const fn = await post('/v2/fns', { app_id: app.id, name: 'big', image: probe });
       const warm = await fetch(`${fnts.url}/invoke/${fn.id}`, { method: 'POST', body: '{}' });

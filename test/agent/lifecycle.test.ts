@@ -7,6 +7,7 @@ import { probeImage } from '../support/functions.js';
 import { startFnts } from '../support/process.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
+import { withTestToken } from '../support/auth.js';
 
 let probe: string;
 const dir = mkdtempSync(join(tmpdir(), 'fnts-life-'));
@@ -18,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const ownedBy = (dbUrl: string) => containersOfOwner(ownerOf(dbUrl));
 
 async function json(url: string, body: unknown): Promise<any> {
-  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: withTestToken(url, { 'content-type': 'application/json' }) });
   return { status: res.status, body: await res.json() };
 }
 

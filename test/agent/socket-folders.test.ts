@@ -13,6 +13,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { probeImage } from '../support/functions.js';
 import { startFnts } from '../support/process.js';
 import { eventually } from '../support/wait.js';
+import { withTestToken } from '../support/auth.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-folders-'));
 const iofs = `/tmp/fnts-sf-${randomBytes(3).toString('hex')}`;
@@ -43,7 +44,7 @@ function containerFolders(root = iofs): string[] {
 }
 
 async function post(url: string, body: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: withTestToken(url, { 'content-type': 'application/json' }) });
   return { status: res.status, body: await res.json().catch(() => undefined) };
 }
 

@@ -8,6 +8,7 @@ import { openSqlDatastore } from '../../src/datastore/index.js';
 import { probeImage } from '../support/functions.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
+import { withTestToken } from '../support/auth.js';
 
 describe('the calls API', () => {
   let s: TestServer;
@@ -15,7 +16,7 @@ describe('the calls API', () => {
   const ids: string[] = [];
 
   const get = async (path: string, headers: Record<string, string> = {}) => {
-    const res = await fetch(s.url + path, { headers });
+    const res = await fetch(s.url + path, { headers: withTestToken(path, headers) });
     const text = await res.text();
     let json: any;
     try {

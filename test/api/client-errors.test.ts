@@ -10,6 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exchange, listenApi, type ListeningApi, type LogLine, type RawAnswer } from '../support/raw.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
+import { TEST_ADMIN_TOKEN } from '../support/auth.js';
+
+/** The test token's header line, for requests written byte by byte. */
+const AUTH = `Authorization: Bearer ${TEST_ADMIN_TOKEN}\r\n`;
 
 function expectFnAnswer(res: RawAnswer, status: number, message: string): void {
   expect({ status: res.status, json: res.json }, res.raw.slice(0, 300)).toEqual({ status, json: { message } });
@@ -27,13 +31,13 @@ describe('client errors on the API', () => {
   });
 
   it('answers a body with broken chunked framing 400 Invalid JSON, as Fn, and creates nothing', async () => {
-    const res = await exchange(api.port, ['POST /v2/apps HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n', 'zz\r\n{"name":"q"}\r\n0\r\n\r\n']);
+    const res = await exchange(api.port, [`POST /v2/apps HTTP/1.1\r\nHost: x\r\n${AUTH}Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n`, 'zz\r\n{"name":"q"}\r\n0\r\n\r\n']);
     expectFnAnswer(res, 400, 'Invalid JSON');
     expect((await api.datastore.listApps({ perPage: 10 })).items).toEqual([]);
   });
 
   it('answers oversized headers 431 in JSON', async () => {
-    const res = await exchange(api.port, [`GET /v2/apps HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`]);
+    const res = await exchange(api.port, [`GET /v2/apps HTTP/1.1\r\nHost: x\r\n${AUTH}X-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`]);
     expectFnAnswer(res, 431, 'Request header fields too large');
   });
 
@@ -47,8 +51,8 @@ describe('client errors on the API', () => {
   it('answers a request line that is not HTTP 400, and an unknown HTTP version 505, in JSON', async () => {
     expectFnAnswer(await exchange(api.port, ['hello world\r\n\r\n']), 400, 'Malformed HTTP request');
     expectFnAnswer(await exchange(api.port, ['F@O /v2/apps HTTP/1.1\r\nHost: x\r\n\r\n']), 400, 'Malformed HTTP request');
-    expectFnAnswer(await exchange(api.port, ['POST /v2/apps HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']), 400, 'Malformed HTTP request');
-    expectFnAnswer(await exchange(api.port, ['GET /v2/apps HTTP/9.9\r\nHost: x\r\n\r\n']), 505, 'HTTP version not supported');
+    expectFnAnswer(await exchange(api.port, [`POST /v2/apps HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Length: abc\r\n\r\n`]), 400, 'Malformed HTTP request');
+    expectFnAnswer(await exchange(api.port, [`GET /v2/apps HTTP/9.9\r\nHost: x\r\n${AUTH}\r\n`]), 505, 'HTTP version not supported');
   });
 
   it('logs a client that hangs up mid-upload as its doing, not as an internal error', async () => {
@@ -56,7 +60,7 @@ describe('client errors on the API', () => {
     // Half the declared body, then the client closes its side.
     const socket = connect({ port: api.port, host: '127.0.0.1' });
     socket.on('error', () => undefined);
-    socket.once('connect', () => socket.end('POST /v2/apps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":'));
+    socket.once('connect', () => socket.end(`POST /v2/apps HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`));
     socket.resume();
     await once(socket, 'close');
     const logged = (): LogLine | undefined => api.logs.slice(before).find((l) => l.msg === 'connection closed before the request body was read');

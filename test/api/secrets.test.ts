@@ -17,6 +17,7 @@ import { startServer } from '../../src/roles/index.js';
 import { exchange } from '../support/raw.js';
 import { startTestServer, type Answer, type TestServer } from '../support/server.js';
 import { testRunTag } from '../support/tag.js';
+import { TEST_ADMIN_TOKEN } from '../support/auth.js';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -90,7 +91,7 @@ describe.each(['apps', 'fns'] as const)('the secrets of %s', (kind) => {
     for (const name of ['..', '%2E%2E', '.', '%2e']) {
       const body = '{"value":"v"}';
       const res = await exchange(s.server.port, [
-        `PUT ${owner}/secrets/${name} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        `PUT ${owner}/secrets/${name} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
       ]);
       expect({ name, status: res.status, body: res.json }).toEqual({ name, status: 400, body: { message: invalid } });
     }

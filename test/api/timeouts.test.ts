@@ -10,6 +10,10 @@ import { compileConfig, ConfigError } from '../../src/config/index.js';
 import { probeImage } from '../support/functions.js';
 import { exchange, listenApi, type ListeningApi, type RawAnswer } from '../support/raw.js';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { TEST_ADMIN_TOKEN } from '../support/auth.js';
+
+/** The test token's header line, for requests written byte by byte. */
+const AUTH = `Authorization: Bearer ${TEST_ADMIN_TOKEN}\r\n`;
 
 const HEADERS_MS = 300;
 const REQUEST_MS = 600;
@@ -52,18 +56,18 @@ describe('a stalled request on the API', () => {
   });
 
   it('is answered 408 and closed within the request timeout when its body stalls', async () => {
-    const res = await exchange(api.port, ['POST /v2/apps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n', '{"name":"sta'], REQUEST_MS + 10_000);
+    const res = await exchange(api.port, [`POST /v2/apps HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n`, '{"name":"sta'], REQUEST_MS + 10_000);
     expectTimedOut(res, REQUEST_MS);
     expect((await api.datastore.listApps({ perPage: 10 })).items).toEqual([]);
   });
 
   it('is answered 408 within the headers timeout when its headers stall', async () => {
-    const res = await exchange(api.port, ['POST /v2/apps HTTP/1.1\r\nHost: x\r\nContent-Le'], HEADERS_MS + 10_000);
+    const res = await exchange(api.port, [`POST /v2/apps HTTP/1.1\r\nHost: x\r\n${AUTH}Content-Le`], HEADERS_MS + 10_000);
     expectTimedOut(res, HEADERS_MS);
   });
 
   it('is answered 408 when a chunked body trickles past the request timeout', async () => {
-    const res = await exchange(api.port, ['POST /v2/apps HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n', '5\r\n{"nam\r\n'], REQUEST_MS + 10_000);
+    const res = await exchange(api.port, [`POST /v2/apps HTTP/1.1\r\nHost: x\r\n${AUTH}Transfer-Encoding: chunked\r\n\r\n`, '5\r\n{"nam\r\n'], REQUEST_MS + 10_000);
     expectTimedOut(res, REQUEST_MS);
   });
 });

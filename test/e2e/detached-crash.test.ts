@@ -17,6 +17,7 @@ import { fnShowsTitle } from '../support/containers.js';
 import { probeImage } from '../support/functions.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
 import { eventually } from '../support/wait.js';
+import { bearer } from '../support/auth.js';
 
 const CALLS = 300;
 
@@ -43,7 +44,7 @@ describe('detached calls across two crashes', () => {
   it(`runs all ${CALLS} accepted calls to success`, async () => {
     const env = { FN_DB_URL: `sqlite3://${dbPath}` };
     let server = await startFnts(env);
-    const post = async (path: string, body: unknown) => (await fetch(server.url + path, { method: 'POST', body: JSON.stringify(body) })).json() as Promise<any>;
+    const post = async (path: string, body: unknown) => (await fetch(server.url + path, { method: 'POST', body: JSON.stringify(body), headers: bearer() })).json() as Promise<any>;
     const app = await post('/v2/apps', { name: 'crash' });
     const fn = await post('/v2/fns', { app_id: app.id, name: 'work', image: await probeImage() });
 
@@ -101,14 +102,14 @@ describe('a detached call whose server dies on every delivery (a poison call)', 
     // A call is cut at once by a stopping server (no drain): the test's last stop is quick.
     const env = { FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}`, FNTS_ASYNC_MAX_REDELIVERIES: '2', FNTS_DRAIN_TIMEOUT_MSECS: '0' };
     let server = await startFnts(env);
-    const post = async (path: string, body: unknown) => (await fetch(server.url + path, { method: 'POST', body: JSON.stringify(body) })).json() as Promise<any>;
+    const post = async (path: string, body: unknown) => (await fetch(server.url + path, { method: 'POST', body: JSON.stringify(body), headers: bearer() })).json() as Promise<any>;
     const app = await post('/v2/apps', { name: 'poison' });
     const fn = await post('/v2/fns', { app_id: app.id, name: 'killer', image: await probeImage() });
     // Stands in for a call that crashes the server: it is running when the server is killed, every time.
     const res = await fetch(`${server.url}/invoke/${fn.id}`, { method: 'POST', headers: { 'Fn-Invoke-Type': 'detached' }, body: JSON.stringify({ title: 'poison', sleep: 60_000 }) });
     expect(res.status).toBe(202);
     const id = res.headers.get('fn-call-id')!;
-    const record = async (): Promise<any> => (await fetch(`${server.url}/v2/fns/${fn.id}/calls/${id}`)).json();
+    const record = async (): Promise<any> => (await fetch(`${server.url}/v2/fns/${fn.id}/calls/${id}`, { headers: bearer() })).json();
 
     // Delivered, killed mid-call; delivered again after the restart, killed again.
     for (let delivery = 1; delivery <= 2; delivery++) {
@@ -127,7 +128,7 @@ describe('a detached call whose server dies on every delivery (a poison call)', 
       expect(server.proc.exitCode).toBeNull();
       expect(server.output()).toMatch(/dead-lettered \(poison call\)/);
       // Once the cause is fixed, it can be sent round again.
-      const retried = await fetch(`${server.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST' });
+      const retried = await fetch(`${server.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST', headers: bearer() });
       expect(retried.status).toBe(202);
     } finally {
       await server.stop();

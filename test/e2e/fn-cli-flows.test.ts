@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFnts, type FntsProcess } from '../support/process.js';
+import { bearer } from '../support/auth.js';
 
 const ZERO = '0001-01-01T00:00:00.000Z';
 let fnts: FntsProcess;
@@ -27,7 +28,7 @@ afterAll(async () => {
 
 /** What fn_go sends: Accept always, Content-Type only with a body, Go's User-Agent. */
 async function fnGo(method: string, path: string, body?: unknown): Promise<{ status: number; body: any; contentType: string | null }> {
-  const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'Go-http-client/1.1' };
+  const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'Go-http-client/1.1', ...bearer() };
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(`${fnts.url}/v2${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
   const text = await res.text();

@@ -16,6 +16,7 @@ import { probeImage } from '../support/functions.js';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
 import { peerPresent } from '../support/peers.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
+import { TEST_ADMIN_TOKEN } from '../support/auth.js';
 
 const FN_BIN = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'shared', 'bin', 'fn');
 const haveCli = peerPresent(existsSync(FN_BIN), 'the official fn CLI against fnts', `the Fn CLI 0.6.41 is not at ${FN_BIN} (a fresh clone has no ../shared)`);
@@ -45,10 +46,11 @@ describe.skipIf(!haveCli)(title, () => {
   });
 
   /** Runs the CLI; `input` is its stdin (none: /dev/null, as `fn invoke app fn < /dev/null`). */
-  function fn(args: string[], input?: string): Promise<CliResult> {
+  function fn(args: string[], input?: string, token: string | null = TEST_ADMIN_TOKEN): Promise<CliResult> {
     return new Promise<CliResult>((done, fail) => {
       const child = spawn(FN_BIN, args, {
-        env: { PATH: process.env['PATH'] ?? '', HOME: dir, FN_API_URL: fnts.url, FN_REGISTRY: 'local' },
+        // The CLI authenticates with FN_TOKEN alone, as it does against any Fn server behind a token-checking proxy.
+        env: { PATH: process.env['PATH'] ?? '', HOME: dir, FN_API_URL: fnts.url, FN_REGISTRY: 'local', ...(token === null ? {} : { FN_TOKEN: token }) },
         stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       });
       let stdout = '';
@@ -83,6 +85,14 @@ describe.skipIf(!haveCli)(title, () => {
   }
 
   const json = async (args: string[]): Promise<any> => JSON.parse(await ok(args));
+
+  it('is refused without FN_TOKEN or with a wrong one, in words that say what to send', async () => {
+    for (const token of [null, 'fnts_0123456789abcdef_wrongwrongwrongwrongwrongwrongwrongwrongwro']) {
+      const res = await fn(['list', 'apps'], undefined, token);
+      expect(res.code, res.stdout + res.stderr).toBe(1);
+      expect(res.stderr).toMatch(token === null ? /Authentication required: send 'Authorization: Bearer <token>'/ : /Invalid token/);
+    }
+  });
 
   it("fn version names the server's version", async () => {
     const out = await ok(['version']);

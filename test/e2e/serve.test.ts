@@ -3,12 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runFnts, startFnts } from '../support/process.js';
+import { withTestToken } from '../support/auth.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-e2e-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function json(url: string, init?: RequestInit): Promise<{ status: number; body: any }> {
-  const res = await fetch(url, init);
+  const res = await fetch(url, { ...init, headers: withTestToken(url, (init?.headers ?? {}) as Record<string, string>) });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }

@@ -15,6 +15,7 @@ import { missingEntrypointImage, probeImage } from '../support/functions.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
 import { testRunTag } from '../support/tag.js';
 import { eventually } from '../support/wait.js';
+import { withTestToken } from '../support/auth.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'fnts-stop-'));
@@ -28,7 +29,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const owned = (dbUrl: string) => containersOfOwner(ownerOf(dbUrl));
 
 async function post(url: string, body: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: withTestToken(url, { 'content-type': 'application/json' }) });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }

@@ -12,12 +12,13 @@ import { dockerReachable } from '../support/images.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
+import { bearer, withTestToken } from '../support/auth.js';
 
 const docker = await dockerReachable();
 const detached = { 'Fn-Invoke-Type': 'detached' };
 
 async function json(url: string): Promise<any> {
-  const res = await fetch(url);
+  const res = await fetch(url, { headers: withTestToken(url) });
   return res.status === 200 ? res.json() : undefined;
 }
 
@@ -81,7 +82,7 @@ describe.skipIf(!docker)('records and detached calls through an LB', () => {
     const id = (await lb.invoke(fn.id, { exit: 3 }, detached)).headers.get('fn-call-id')!;
     expect(await eventually(async () => (await record(fn.id, id))?.status === 'error', 20_000)).toBe(true);
     expect(await record(fn.id, id)).toMatchObject({ status: 'error', attempts: 2 });
-    const redrive = await fetch(`${api.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST' });
+    const redrive = await fetch(`${api.url}/v2/fns/${fn.id}/calls/${id}/retry`, { method: 'POST', headers: bearer() });
     expect(redrive.status).toBe(202);
     expect(await redrive.json()).toMatchObject({ id, status: 'queued', attempts: 0 });
     // The LB's dispatcher takes it from the shared queue again: it fails twice more, and is dead again.
@@ -90,7 +91,7 @@ describe.skipIf(!docker)('records and detached calls through an LB', () => {
   });
 
   it("refuses a record batch that is not one, in Fn's words", async () => {
-    const res = await fetch(`${api.url}/v2/runner/calls`, { method: 'POST', body: JSON.stringify({ records: [{ id: 'x' }] }) });
+    const res = await fetch(`${api.url}/v2/runner/calls`, { method: 'POST', body: JSON.stringify({ records: [{ id: 'x' }] }), headers: bearer() });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ message: 'Invalid call records: records[0] needs id, fn_id, app_id, status and created_at' });
   });

@@ -22,6 +22,7 @@ import { containersOfOwner, ownerOf } from '../support/containers.js';
 import { docker, ensureFunctionImage } from '../support/images.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
 import { eventually } from '../support/wait.js';
+import { withTestToken } from '../support/auth.js';
 
 const SLEEPER_FUNC_JS = `const fdk = require('@fnproject/fdk');
 fdk.handle(async function (input, ctx) {
@@ -158,7 +159,7 @@ describe('faults in a fleet of real processes: API node, two pure runners, LB', 
     };
     lb = await startFnts(lbEnv);
     const post = async (path: string, body: unknown): Promise<any> => {
-      const res = await fetch(`${api.url}${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+      const res = await fetch(`${api.url}${path}`, { method: 'POST', body: JSON.stringify(body), headers: withTestToken(path, { 'content-type': 'application/json' }) });
       expect(res.status).toBe(200);
       return res.json();
     };

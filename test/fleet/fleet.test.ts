@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeImage } from '../support/functions.js';
 import { dockerReachable, ensureFunctionImage, HELLO_FUNC_JS } from '../support/images.js';
+import { bearer } from '../support/auth.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 
 const ECHO_FUNC_JS = `const fdk = require('@fnproject/fdk');
@@ -102,6 +103,36 @@ describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () 
       expect(runnerText).toMatch(/fn_completed\{app_id="\w+",fn_id="\w+"\} [1-9]/);
     }
     expect(lbText).toMatch(/fnts_lb_placement_duration_seconds_count [1-9]/);
+  });
+
+  it('checks invoke-auth on the LB through the API node, with its own fleet token, and refuses without a token before placing', async () => {
+    const app = await api.app();
+    const fn = await api.fn(app, hello, { annotations: { 'fnts.io/invoke-auth': 'token' } });
+    const invoker = (await api.post('/v2/tokens', { name: 'caller', role: 'invoker', apps: [app.name] })).token;
+    const fleetToken = (await api.post('/v2/tokens', { name: 'lb', role: 'fleet' })).token;
+    const lbOwn = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: `127.0.0.1:${runners[0]!.server.grpcPort}`, FN_TOKEN: fleetToken });
+    try {
+      expect((await lbOwn.invoke(fn.id, { name: 'x' })).status).toBe(401);
+      expect((await lbOwn.invoke(fn.id, { name: 'x' }, bearer('fnts_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'))).status).toBe(401);
+      const ok = await lbOwn.invoke(fn.id, { name: 'token' }, bearer(invoker));
+      expect({ status: ok.status, body: ok.json }).toEqual({ status: 200, body: { message: 'Hello token' } });
+    } finally {
+      await lbOwn.close();
+    }
+    // An LB whose FN_TOKEN the API node does not know says so, and what to set: the operator's to fix (503), not the caller's.
+    const lbWrong = await startTestServer({
+      FN_NODE_TYPE: 'lb',
+      FN_RUNNER_API_URL: api.url,
+      FN_RUNNER_ADDRESSES: `127.0.0.1:${runners[0]!.server.grpcPort}`,
+      FN_TOKEN: 'not-a-token-the-api-node-knows',
+    });
+    try {
+      const res = await lbWrong.invoke(fn.id, { name: 'x' }, bearer(invoker));
+      expect(res.status).toBe(503);
+      expect(res.json.message).toContain('set FN_TOKEN to a token with the fleet role');
+    } finally {
+      await lbWrong.close();
+    }
   });
 
   it('serves no management API on the LB or the runners', async () => {

@@ -165,7 +165,8 @@ describe.skipIf(skipReason)(`interop with Fn's own fleet${skipReason ? ` (skippe
 
     beforeAll(async () => {
       [api, ...runners] = await Promise.all([
-        startTestServer({ FN_NODE_TYPE: 'api' }),
+        // Fn's LB sends no token to its API node (Fn has no API tokens): this API node is open, as Fn's are.
+        startTestServer({ FN_NODE_TYPE: 'api', FNTS_AUTH: 'off' }),
         startTestServer({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '0' }),
         startTestServer({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '0' }),
       ]);

@@ -44,18 +44,19 @@ const ALLOWED: Record<string, readonly string[]> = {
   models: [],
   time: [],
   call: ['models'],
+  auth: ['models', 'datastore'],
   drivers: ['time', 'models'],
   datastore: ['time', 'models', 'config'],
   mq: ['time', 'models', 'datastore'],
   rpc: ['time', 'call', 'models'],
   agent: ['time', 'call', 'models', 'drivers', 'mq', 'config'],
   telemetry: ['time', 'agent', 'call', 'models', 'mq', 'config', 'datastore', 'drivers'],
-  lb: ['time', 'call', 'rpc', 'models', 'datastore', 'config', 'telemetry'],
+  lb: ['time', 'auth', 'call', 'rpc', 'models', 'datastore', 'config', 'telemetry'],
   runner: ['time', 'call', 'rpc', 'models'],
   poolmanager: ['time', 'rpc', 'models', 'config'],
-  server: ['time', 'call', 'models', 'datastore', 'mq', 'agent', 'drivers', 'telemetry', 'config'],
-  roles: ['time', 'agent', 'call', 'config', 'datastore', 'drivers', 'lb', 'models', 'mq', 'poolmanager', 'rpc', 'runner', 'server', 'telemetry'],
-  cli: ['time', 'roles', 'config', 'server'],
+  server: ['time', 'auth', 'call', 'models', 'datastore', 'mq', 'agent', 'drivers', 'telemetry', 'config'],
+  roles: ['time', 'auth', 'agent', 'call', 'config', 'datastore', 'drivers', 'lb', 'models', 'mq', 'poolmanager', 'rpc', 'runner', 'server', 'telemetry'],
+  cli: ['time', 'auth', 'roles', 'config', 'server'],
 };
 
 describe('the module map', () => {

@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { compileConfig } from '../../src/config/index.js';
 import { openSqlite, type Datastore } from '../../src/datastore/index.js';
 import { buildServer } from '../../src/server/index.js';
+import { testTokens, TEST_AUTH_ENV, withTestToken } from './auth.js';
 
 export interface Reply {
   status: number;
@@ -30,14 +31,15 @@ export interface TestApi {
 
 export async function startApi(env: Record<string, string> = {}): Promise<TestApi> {
   const datastore = await openSqlite(':memory:');
-  const config = compileConfig({ FN_LOG_LEVEL: 'silent', ...env });
-  const app = await buildServer({ config, api: { datastore }, logger: pino({ level: 'silent' }) });
+  const config = compileConfig({ FN_LOG_LEVEL: 'silent', ...TEST_AUTH_ENV, ...env });
+  const tokens = await testTokens(datastore);
+  const app = await buildServer({ config, api: { datastore, tokens }, logger: pino({ level: 'silent' }) });
 
   const call: TestApi['call'] = async (method, url, payload, headers = {}) => {
     const res = await app.inject({
       method,
       url,
-      headers: { host: 'fnts.test:8080', ...(payload !== undefined && typeof payload !== 'string' ? { 'content-type': 'application/json' } : {}), ...headers },
+      headers: withTestToken(url, { host: 'fnts.test:8080', ...(payload !== undefined && typeof payload !== 'string' ? { 'content-type': 'application/json' } : {}), ...headers }),
       ...(payload === undefined ? {} : { payload: typeof payload === 'string' ? payload : JSON.stringify(payload) }),
     });
     let body: unknown;
@@ -69,6 +71,7 @@ export async function startApi(env: Record<string, string> = {}): Promise<TestAp
     },
     async close() {
       await app.close();
+      tokens.registry.close();
       await datastore.close();
     },
   };

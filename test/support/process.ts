@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TEST_AUTH_ENV } from './auth.js';
 import { testRunTag } from './tag.js';
 
 const MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'cli', 'main.js');
@@ -50,7 +51,7 @@ export async function stopLeftoverServers(graceMs = 15_000): Promise<number> {
 }
 
 export function runFnts(args: string[], env: Record<string, string>, cwd?: string): { proc: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
-  const proc = spawn(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env['PATH'] ?? '', ...testRunTag(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env['PATH'] ?? '', ...TEST_AUTH_ENV, ...testRunTag(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(proc);
   proc.once('exit', () => live.delete(proc));
   let output = '';

@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { compileConfig } from '../../src/config/index.js';
 import { openSqlite, type Datastore } from '../../src/datastore/index.js';
 import { buildServer } from '../../src/server/index.js';
+import { testTokens, TEST_AUTH_ENV } from './auth.js';
 
 export interface LogLine {
   level: number;
@@ -29,10 +30,11 @@ export interface ListeningApi {
 
 export async function listenApi(env: Record<string, string> = {}): Promise<ListeningApi> {
   const datastore = await openSqlite(':memory:');
-  const config = compileConfig({ FN_LOG_LEVEL: 'debug', ...env });
+  const config = compileConfig({ FN_LOG_LEVEL: 'debug', ...TEST_AUTH_ENV, ...env });
   const logs: LogLine[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as LogLine) });
-  const app = await buildServer({ config, api: { datastore }, logger });
+  const tokens = await testTokens(datastore);
+  const app = await buildServer({ config, api: { datastore, tokens }, logger });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
@@ -43,6 +45,7 @@ export async function listenApi(env: Record<string, string> = {}): Promise<Liste
     logs,
     async close() {
       await app.close();
+      tokens.registry.close();
       await datastore.close();
     },
   };

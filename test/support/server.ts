@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { AgentSnapshot } from '../../src/agent/index.js';
 import { compileConfig, type Config } from '../../src/config/index.js';
 import { startServer, type RunningServer } from '../../src/roles/index.js';
+import { TEST_AUTH_ENV, withTestToken } from './auth.js';
 import { containersOfOwner } from './containers.js';
 import { testRunTag } from './tag.js';
 
@@ -40,13 +41,17 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-/** Calls a server at `url` over HTTP (POST unless told), answering with the status, headers, text, JSON (if it is) and time taken. */
+/**
+ * Calls a server at `url` over HTTP (POST unless told), answering with the
+ * status, headers, text, JSON (if it is) and time taken. /v2 requests carry
+ * the test admin token unless the headers say otherwise (auth.ts).
+ */
 export function caller(url: string): TestServer['call'] {
   return async (path, init = {}) => {
     const t0 = performance.now();
     const res = await fetch(url + path, {
       method: init.method ?? 'POST',
-      headers: init.headers ?? {},
+      headers: withTestToken(path, init.headers),
       ...(init.body === undefined ? {} : { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) }),
     });
     const text = await res.text();
@@ -80,6 +85,7 @@ export async function startTestServer(env: Record<string, string> = {}, logger?:
     FN_LISTEN_HOST: '127.0.0.1',
     FN_LOG_LEVEL: process.env['FNTS_TEST_LOG'] ?? 'silent',
     FN_IOFS_PATH: `/tmp/fnts-it/${process.pid}-${seq++}`,
+    ...TEST_AUTH_ENV,
     ...testRunTag(),
     ...env,
   });

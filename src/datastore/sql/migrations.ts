@@ -210,6 +210,25 @@ const m0006: Migration = {
   },
 };
 
+// API tokens (auth/): only digests are stored.
+const m0007: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('tokens')
+      .addColumn('id', 'varchar(32)', (c) => c.primaryKey())
+      .addColumn('name', 'varchar(255)', (c) => c.notNull())
+      .addColumn('role', 'varchar(32)', (c) => c.notNull())
+      .addColumn('apps', 'text')
+      .addColumn('digest', 'varchar(64)', (c) => c.notNull())
+      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('expires_at', 'varchar(32)')
+      .execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('tokens').execute();
+  },
+};
+
 // Secrets of apps and fns (datastore/secrets.ts), one table for both kinds
 // of owner: a row is found by (owner_kind, owner_id, name); app_id (every
 // row's app: the owner, or the owning fn's app) and fn_id (fn secrets
@@ -248,5 +267,6 @@ export const migrations: Record<string, Migration> = {
   '0004_mq': m0004,
   '0005_call_logs_inline': m0005,
   '0006_mq_redeliveries': m0006,
+  '0007_tokens': m0007,
   '0008_secrets': m0008,
 };

@@ -89,6 +89,17 @@ export interface MqKeysTable {
   created_at: number;
 }
 
+export interface TokensTable {
+  id: string;
+  name: string;
+  role: string;
+  /** JSON array of app names, or null: every app. */
+  apps: string | null;
+  digest: string;
+  created_at: string;
+  expires_at: string | null;
+}
+
 /** Secrets of apps and fns (sql/secrets.ts); `value` is sealed (secret-box.ts). */
 export interface SecretsTable {
   owner_kind: 'app' | 'fn';
@@ -113,5 +124,6 @@ export interface Schema {
   mq: MqTable;
   mq_bodies: MqBodiesTable;
   mq_keys: MqKeysTable;
+  tokens: TokensTable;
   secrets: SecretsTable;
 }

@@ -11,6 +11,7 @@ import { decodeCursor } from '../cursor.js';
 import { DiskWatch } from '../storage.js';
 import { SqlCallStore, type BatchWriter } from './calls.js';
 import { migrations } from './migrations.js';
+import { SqlTokenStore } from './tokens.js';
 import { limitOf, toPage } from './paging.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 
@@ -123,6 +124,8 @@ export class SqlDatastore implements Datastore {
   private closed = false;
   /** Call records and logs, in the same database. */
   readonly calls: SqlCallStore;
+  /** API tokens (their digests), in the same database. */
+  readonly tokens: SqlTokenStore;
   /** Whether the database's disk has room (storage.ts): every write goes through it. */
   readonly disk: DiskWatch;
 
@@ -132,6 +135,7 @@ export class SqlDatastore implements Datastore {
   ) {
     this.disk = new DiskWatch(options.folder, options.isStorageFull);
     this.calls = new SqlCallStore(() => this.q, options.batchWriter(), this.disk);
+    this.tokens = new SqlTokenStore(() => this.q, this.disk);
   }
 
   /** Opens the store on `db` and brings its schema up to date. */
