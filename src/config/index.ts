@@ -1,4 +1,4 @@
-export { compileConfig, ConfigError } from './config.js';
+export { compileConfig, ConfigError, isLoopbackHost } from './config.js';
 export type {
   AgentSettings,
   Config,
@@ -9,6 +9,7 @@ export type {
   LogFormat,
   LogLevel,
   FleetSettings,
+  FleetTls,
   NodeType,
   OtlpProtocol,
   PlacerKind,
