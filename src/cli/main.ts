@@ -99,6 +99,35 @@ const program = new Command().name('fnts').description('fnts: a container-native
 program.command('serve', { isDefault: true }).alias('start').description('run the server (role from FN_NODE_TYPE, port from FN_PORT, data in FN_DB_URL)').action(serve);
 registerTokenCommands(program);
 
+/** A comma separated list, blanks dropped. */
+const list = (value: string): string[] =>
+  value
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
+
+program
+  .command('certs')
+  .description('make a CA and a key and certificate per fleet node, for mutual TLS between LBs, runners and the pool manager (FNTS_GRPC_TLS_*)')
+  .requiredOption('--out <dir>', 'the folder for the files (a folder holding ca.crt and ca.key signs with that CA)')
+  .requiredOption('--names <names>', 'the nodes, comma separated (each a DNS name in its certificate, and its files: <name>.crt, <name>.key)', list)
+  .option('--hosts <hosts>', 'more DNS names and IP addresses every certificate carries: where nodes are dialled, comma separated', list, [])
+  .option('--days <days>', "how long the nodes' certificates last", Number, 825)
+  .option('--ca-days <days>', 'how long a new CA lasts', Number, 3650)
+  .action(async (o: { out: string; names: string[]; hosts: string[]; days: number; caDays: number }) => {
+    // Loaded here only: the X.509 library and its polyfill never touch a server.
+    const { CertsError, makeCerts } = await import('./certs.js');
+    try {
+      await makeCerts(o);
+    } catch (err) {
+      if (err instanceof CertsError) {
+        process.stderr.write(`fnts: ${err.message}\n`);
+        process.exit(2);
+      }
+      throw err;
+    }
+  });
+
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`fnts: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);

@@ -1,11 +1,13 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { compileConfig, ConfigError } from './config.js';
+import { compileConfig, ConfigError, isLoopbackHost } from './config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+/** A fleet role's gRPC port on loopback: plaintext allowed. */
+const LOOPBACK = { FNTS_GRPC_LISTEN_HOST: '127.0.0.1' };
 
 describe('compileConfig', () => {
   it.each([
@@ -27,11 +29,13 @@ describe('compileConfig', () => {
 
   it("gives a pure runner without FN_DB_URL an owner of its own (its gRPC port), not the default data directory's", () => {
     const full = compileConfig({}, dir).agent.owner;
-    const runner = compileConfig({ FN_NODE_TYPE: 'pure-runner' }, dir).agent.owner;
+    const runner = compileConfig({ FN_NODE_TYPE: 'pure-runner', ...LOOPBACK }, dir).agent.owner;
     expect(runner).not.toBe(full);
-    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner' }, join(dir, 'elsewhere')).agent.owner).toBe(runner);
-    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '9192' }, dir).agent.owner).not.toBe(runner);
-    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_DB_URL: 'sqlite3:///srv/r1/fn.db' }, dir).agent.owner).toBe(compileConfig({ FN_DB_URL: 'sqlite3:///srv/r1/fn.db' }, dir).agent.owner);
+    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', ...LOOPBACK }, join(dir, 'elsewhere')).agent.owner).toBe(runner);
+    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '9192', ...LOOPBACK }, dir).agent.owner).not.toBe(runner);
+    expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_DB_URL: 'sqlite3:///srv/r1/fn.db', ...LOOPBACK }, dir).agent.owner).toBe(
+      compileConfig({ FN_DB_URL: 'sqlite3:///srv/r1/fn.db' }, dir).agent.owner,
+    );
   });
 
   it("reads FN_IOFS_TMPFS as auto (the default), or Fn's boolean, and refuses anything else", () => {
@@ -164,7 +168,7 @@ describe('compileConfig', () => {
       expect(f.runnerAddresses).toEqual(['10.0.0.5:9190', 'runner-2:9191']);
       expect(f.placer).toBe('wait');
       expect(compileConfig({ FN_PLACER: 'ch' }, dir).fleet.placer).toBe('ch');
-      expect(compileConfig({ FN_NODE_TYPE: 'pure-runner' }, dir).fleet.grpcPort).toBe(9190);
+      expect(compileConfig({ FN_NODE_TYPE: 'pure-runner', ...LOOPBACK }, dir).fleet.grpcPort).toBe(9190);
     });
 
     it("takes an LB's runners from a pool manager with Fn's FN_NPM_ADDRESS instead, polled and told every second by default", () => {
@@ -178,31 +182,106 @@ describe('compileConfig', () => {
     });
 
     it("reads the pool manager's settings, its gRPC port 9191 unless FN_GRPC_PORT says otherwise", () => {
-      const p = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'swarm', FNTS_MIN_RUNNERS: '0', FNTS_PREDICTOR: 'conservative' }, dir).pool;
+      const p = compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'swarm', FNTS_MIN_RUNNERS: '0', FNTS_PREDICTOR: 'conservative', FNTS_GRPC_INSECURE: 'true' }, dir).pool;
       expect(p).toMatchObject({ grpcPort: 9191, controlPlane: 'swarm', minRunners: 0, maxRunners: 10, predictor: 'conservative', runnerImage: 'fnts/fnts:latest', runnerMemMb: 4096 });
-      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FN_GRPC_PORT: '7000' }, dir).pool.grpcPort).toBe(7000);
+      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FN_GRPC_PORT: '7000', ...LOOPBACK }, dir).pool.grpcPort).toBe(7000);
       // In a pod: the cluster and service account client-node finds there.
       const k8s = compileConfig(
-        { FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', FNTS_K8S_NAMESPACE: 'fn' },
+        { FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', FNTS_K8S_NAMESPACE: 'fn', FNTS_GRPC_INSECURE: 'true' },
         dir,
       ).pool;
       expect(k8s.k8sApiUrl).toBeUndefined();
       expect(k8s.k8sNamespace).toBe('fn');
-      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', FNTS_K8S_API_URL: 'https://k8s:6443/' }, dir).pool.k8sApiUrl).toBe('https://k8s:6443');
+      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', FNTS_K8S_API_URL: 'https://k8s:6443/', FNTS_GRPC_INSECURE: 'true' }, dir).pool.k8sApiUrl).toBe(
+        'https://k8s:6443',
+      );
       // The engine of the docker and swarm planes: DOCKER_HOST, as docker's own client reads it.
       expect(p.engine).toEqual({ kind: 'unix', path: '/var/run/docker.sock' });
-      const engine = (DOCKER_HOST: string, more: Record<string, string> = {}) => compileConfig({ FN_NODE_TYPE: 'poolmanager', DOCKER_HOST, ...more }, dir).pool.engine;
+      const engine = (DOCKER_HOST: string, more: Record<string, string> = {}) => compileConfig({ FN_NODE_TYPE: 'poolmanager', DOCKER_HOST, ...LOOPBACK, ...more }, dir).pool.engine;
       expect(engine('unix:///run/user/1000/docker.sock')).toEqual({ kind: 'unix', path: '/run/user/1000/docker.sock' });
       expect(engine('tcp://10.0.0.5:2375')).toEqual({ kind: 'tcp', host: '10.0.0.5', port: 2375, tls: false });
       expect(engine('tcp://[fd00::5]', { DOCKER_TLS_VERIFY: '1' })).toEqual({ kind: 'tcp', host: 'fd00::5', port: 2375, tls: true });
       expect(engine('ssh://me@host')).toEqual({ kind: 'other', url: 'ssh://me@host' });
       // Runner ports: the engine's choice, or a range.
       expect(p.runnerPorts).toBeUndefined();
-      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_RUNNER_PORT_RANGE: '9200-9299' }, dir).pool.runnerPorts).toEqual({ first: 9200, last: 9299 });
+      expect(compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_RUNNER_PORT_RANGE: '9200-9299', ...LOOPBACK }, dir).pool.runnerPorts).toEqual({ first: 9200, last: 9299 });
       // No cluster to be found: say the three ways to give one.
       expect(() => compileConfig({ FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', KUBECONFIG: join(dir, 'none') }, dir)).toThrow(
         /needs a cluster: run the manager in a pod .*KUBECONFIG or ~\/.kube\/config\), or set FNTS_K8S_API_URL/,
       );
+    });
+
+    describe('plaintext gRPC where the network reaches it', () => {
+      const pem = (name: string): string => {
+        const path = join(dir, name);
+        writeFileSync(path, '-----BEGIN CERTIFICATE-----\n');
+        return path;
+      };
+      const TLS = { FNTS_GRPC_TLS_CERT: pem('node.pem'), FNTS_GRPC_TLS_KEY: pem('node.key'), FNTS_GRPC_TLS_CA: pem('ca.pem') };
+
+      it('tells loopback addresses from the others', () => {
+        for (const host of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1', 'localhost', 'LOCALHOST', 'fn.localhost']) expect(isLoopbackHost(host), host).toBe(true);
+        for (const host of ['0.0.0.0', '::', '10.0.0.5', '192.168.1.2', 'fd00::5', 'runner-1', 'localhost.example.com', '']) expect(isLoopbackHost(host), host).toBe(false);
+      });
+
+      it.each(['pure-runner', 'poolmanager'])('refuses a %s on 0.0.0.0 without TLS, naming the three files, loopback and FNTS_GRPC_INSECURE=true', (role) => {
+        for (const host of [undefined, '0.0.0.0', '::', '10.0.0.5']) {
+          const env = { FN_NODE_TYPE: role, ...(host ? { FNTS_GRPC_LISTEN_HOST: host } : {}) };
+          expect(() => compileConfig(env, dir)).toThrow(ConfigError);
+          expect(() => compileConfig(env, dir)).toThrow(
+            /in plaintext on .* \(FNTS_GRPC_LISTEN_HOST\).*set FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA for mutual TLS \(fnts certs makes them\), or FNTS_GRPC_LISTEN_HOST=127.0.0.1 .*, or FNTS_GRPC_INSECURE=true/,
+          );
+        }
+      });
+
+      it.each(['pure-runner', 'poolmanager'])('starts a %s on loopback without TLS, anywhere with TLS, or anywhere with FNTS_GRPC_INSECURE=true', (role) => {
+        expect(compileConfig({ FN_NODE_TYPE: role, FNTS_GRPC_LISTEN_HOST: '127.0.0.1' }, dir).fleet).toMatchObject({ grpcListenHost: '127.0.0.1', insecure: false, tls: undefined });
+        expect(compileConfig({ FN_NODE_TYPE: role, FNTS_GRPC_LISTEN_HOST: '::1' }, dir).fleet.grpcListenHost).toBe('::1');
+        const withTls = compileConfig({ FN_NODE_TYPE: role, ...TLS }, dir).fleet;
+        expect(withTls.grpcListenHost).toBe('0.0.0.0');
+        expect(withTls.tls).toEqual({ cert: TLS.FNTS_GRPC_TLS_CERT, key: TLS.FNTS_GRPC_TLS_KEY, ca: TLS.FNTS_GRPC_TLS_CA, runnerName: undefined });
+        expect(compileConfig({ FN_NODE_TYPE: role, FNTS_GRPC_INSECURE: 'true' }, dir).fleet).toMatchObject({ grpcListenHost: '0.0.0.0', insecure: true });
+      });
+
+      it('leaves the HTTP port to FN_LISTEN_HOST, and other roles alone', () => {
+        const c = compileConfig({ FN_NODE_TYPE: 'pure-runner', FN_LISTEN_HOST: '10.0.0.5', ...LOOPBACK }, dir);
+        expect([c.listenHost, c.fleet.grpcListenHost]).toEqual(['10.0.0.5', '127.0.0.1']);
+        expect(() => compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190' }, dir)).not.toThrow();
+        expect(() => compileConfig({}, dir)).not.toThrow();
+      });
+
+      it('refuses a pool manager whose plaintext runners the network would reach, saying what to set', () => {
+        const manager = { FN_NODE_TYPE: 'poolmanager', ...LOOPBACK };
+        // The docker plane publishes on 127.0.0.1 by default: this machine only.
+        expect(() => compileConfig(manager, dir)).not.toThrow();
+        expect(() => compileConfig({ ...manager, FNTS_RUNNER_PUBLISH_HOST: 'localhost' }, dir)).not.toThrow();
+        expect(() => compileConfig({ ...manager, FNTS_RUNNER_PUBLISH_HOST: '10.0.0.5' }, dir)).toThrow(
+          /FNTS_CONTROL_PLANE=docker would start runners serving the runner protocol in plaintext published on 10.0.0.5 \(FNTS_RUNNER_PUBLISH_HOST\).*set FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA .*or FNTS_RUNNER_PUBLISH_HOST=127.0.0.1 .*or FNTS_GRPC_INSECURE=true/,
+        );
+        expect(() => compileConfig({ ...manager, FNTS_CONTROL_PLANE: 'swarm' }, dir)).toThrow(
+          /FNTS_CONTROL_PLANE=swarm would start runners .* published on every swarm node's addresses.*FNTS_GRPC_INSECURE=true/,
+        );
+        expect(() => compileConfig({ ...manager, FNTS_CONTROL_PLANE: 'swarm', FNTS_SWARM_NETWORK: 'fnts' }, dir)).toThrow(/on the swarm network fnts/);
+        expect(() => compileConfig({ ...manager, FNTS_CONTROL_PLANE: 'kubernetes', FNTS_K8S_API_URL: 'https://k8s:6443' }, dir)).toThrow(/at their pod addresses/);
+        // Either way out: TLS (the runners get the files) or the operator's word.
+        expect(() => compileConfig({ ...manager, FNTS_CONTROL_PLANE: 'swarm', ...TLS }, dir)).not.toThrow();
+        expect(() => compileConfig({ ...manager, FNTS_CONTROL_PLANE: 'swarm', FNTS_GRPC_INSECURE: 'true' }, dir)).not.toThrow();
+      });
+
+      it('needs the Secret runner pods mount on the kubernetes plane with TLS, and takes a name to check runners against', () => {
+        const k8s = { FN_NODE_TYPE: 'poolmanager', FNTS_CONTROL_PLANE: 'kubernetes', FNTS_K8S_API_URL: 'https://k8s:6443', ...TLS };
+        expect(() => compileConfig(k8s, dir)).toThrow(/FNTS_CONTROL_PLANE=kubernetes with FNTS_GRPC_TLS_\* needs FNTS_K8S_TLS_SECRET: the Secret \(keys tls.crt, tls.key, ca.crt\)/);
+        expect(compileConfig({ ...k8s, FNTS_K8S_TLS_SECRET: 'fnts-poolmanager-tls' }, dir).pool.k8sTlsSecret).toBe('fnts-poolmanager-tls');
+        expect(() => compileConfig({ ...k8s, FNTS_K8S_TLS_SECRET: 'Not_A_Name' }, dir)).toThrow(/FNTS_K8S_TLS_SECRET=Not_A_Name is not a Secret's name/);
+        expect(compileConfig({ ...k8s, FNTS_K8S_TLS_SECRET: 's', FNTS_GRPC_TLS_RUNNER_NAME: 'fnts-poolmanager' }, dir).fleet.tls?.runnerName).toBe('fnts-poolmanager');
+        expect(() => compileConfig({ FNTS_GRPC_TLS_RUNNER_NAME: 'poolmanager' }, dir)).toThrow(/FNTS_GRPC_TLS_RUNNER_NAME checks runners under mutual TLS: set FNTS_GRPC_TLS_CERT/);
+        expect(() => compileConfig({ ...TLS, FNTS_GRPC_TLS_RUNNER_NAME: 'a b' }, dir)).toThrow(/FNTS_GRPC_TLS_RUNNER_NAME=a b is not a DNS name or an IP address/);
+      });
+
+      it('keeps TLS files by their absolute paths (a pool manager hands them to its runners by path)', () => {
+        const rel = { FNTS_GRPC_TLS_CERT: 'node.pem', FNTS_GRPC_TLS_KEY: 'node.key', FNTS_GRPC_TLS_CA: 'ca.pem' };
+        expect(compileConfig(rel, dir).fleet.tls).toMatchObject({ cert: TLS.FNTS_GRPC_TLS_CERT, key: TLS.FNTS_GRPC_TLS_KEY, ca: TLS.FNTS_GRPC_TLS_CA });
+      });
     });
 
     it.each([

@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { accessSync, constants as fsConstants, existsSync, readFileSync, realpathSync } from 'node:fs';
+import { BlockList, isIP } from 'node:net';
 import { homedir, hostname, tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join, resolve } from 'node:path';
 
@@ -24,7 +25,7 @@ export interface Config {
   readonly nodeType: NodeType;
   /** FN_PORT: HTTP port of the API and invoke endpoints. */
   readonly port: number;
-  /** FN_LISTEN_HOST: address to bind (default all interfaces). */
+  /** FN_LISTEN_HOST: address the HTTP port binds (default all interfaces); the gRPC port's is FNTS_GRPC_LISTEN_HOST. */
   readonly listenHost: string;
   /** FN_DB_URL as given, e.g. `sqlite3:///var/lib/fnts/fn.db`. */
   readonly dbUrl: string;
@@ -210,6 +211,12 @@ export interface PoolSettings {
   readonly k8sApiUrl: string | undefined;
   /** FNTS_K8S_NAMESPACE (the pod's own, or default). */
   readonly k8sNamespace: string;
+  /**
+   * FNTS_K8S_TLS_SECRET: kubernetes plane with FNTS_GRPC_TLS_*: the Secret
+   * (keys tls.crt, tls.key, ca.crt) each runner pod mounts for its
+   * certificate; required there, as a pod cannot see the manager's files.
+   */
+  readonly k8sTlsSecret: string | undefined;
 }
 
 /** Host ports from `first` to `last`, both included. */
@@ -249,10 +256,40 @@ export interface FleetSettings {
   /** FNTS_LB_CACHE_MSECS (1000): how long an LB uses an app, fn or trigger before asking the API node again. */
   readonly lbCacheMs: number;
   /**
-   * FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY, FNTS_GRPC_TLS_CA (files, PEM): mutual
-   * TLS between LBs and runners (and an LB's pool manager), all three or none. Undefined = plaintext.
+   * FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY, FNTS_GRPC_TLS_CA (files, PEM, as
+   * absolute paths): mutual TLS between LBs and runners (and an LB's pool
+   * manager), all three or none. Undefined = plaintext.
    */
-  readonly tls: { readonly cert: string; readonly key: string; readonly ca: string } | undefined;
+  readonly tls: FleetTls | undefined;
+  /**
+   * FNTS_GRPC_LISTEN_HOST (0.0.0.0): the address a pure runner's or pool
+   * manager's gRPC port binds. Plaintext (no `tls`) is refused on any but a
+   * loopback address unless `insecure`.
+   */
+  readonly grpcListenHost: string;
+  /**
+   * FNTS_GRPC_INSECURE (false): accept plaintext gRPC where it can be
+   * reached from the network (a private network the operator trusts): a
+   * pure runner's or pool manager's port on a non-loopback address, and a
+   * pool manager's runners. Whoever reaches a plaintext runner can run any
+   * image on its host.
+   */
+  readonly insecure: boolean;
+}
+
+/** The fleet's mutual TLS files, and how runners' certificates are checked. */
+export interface FleetTls {
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+  /**
+   * FNTS_GRPC_TLS_RUNNER_NAME: the name (DNS or IP) a runner's certificate
+   * must carry, instead of the address it is dialled at: for runners whose
+   * addresses are not known when certificates are made (a pool manager's on
+   * swarm or kubernetes, which present the manager's certificate).
+   * Undefined: the dialled address.
+   */
+  readonly runnerName: string | undefined;
 }
 
 /** Settings of the agent and its container driver (Fn's names and defaults). */
@@ -502,7 +539,9 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
   }
   const maxBytes = Number.MAX_SAFE_INTEGER;
   const nodeType = oneOf(env, 'FN_NODE_TYPE', NODE_TYPES, 'full');
-  return Object.freeze({
+  const fleet = fleetSettings(env, nodeType, cwd);
+  const pool = poolSettings(env, nodeType, fleet);
+  const config: Config = Object.freeze({
     nodeType,
     port: integer(env, 'FN_PORT', 8080, 0, 65535),
     listenHost: read(env, 'FN_LISTEN_HOST') ?? '0.0.0.0',
@@ -552,15 +591,18 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     callRetentionMs: duration(env, 'FN_CALL_RETENTION', 7 * 24 * 3600_000),
     callRetentionPerFn: integer(env, 'FNTS_CALL_RETENTION_PER_FN', 10_000, 1, 100_000_000),
     ...requestTimeouts(env),
-    fleet: fleetSettings(env, nodeType),
-    pool: poolSettings(env, nodeType),
+    fleet,
+    pool,
     auth: authSettings(env),
   });
+  // Last: every value is valid, so the message is about this choice only.
+  requireFleetSecurity(nodeType, fleet, pool);
+  return config;
 }
 
 const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 
-function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
+function poolSettings(env: Env, nodeType: NodeType, fleet: FleetSettings): PoolSettings {
   const minRunners = integer(env, 'FNTS_MIN_RUNNERS', 1, 0, 10_000);
   const maxRunners = integer(env, 'FNTS_MAX_RUNNERS', 10, 1, 10_000);
   if (minRunners > maxRunners) throw new ConfigError(`FNTS_MIN_RUNNERS=${minRunners} is more than FNTS_MAX_RUNNERS=${maxRunners}; use at most ${maxRunners}`);
@@ -583,6 +625,15 @@ function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
     } catch {
       namespace = 'default';
     }
+  }
+  const k8sTlsSecret = read(env, 'FNTS_K8S_TLS_SECRET');
+  if (k8sTlsSecret !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(k8sTlsSecret)) {
+    throw new ConfigError(`FNTS_K8S_TLS_SECRET=${k8sTlsSecret} is not a Secret's name; use lower case letters, digits, '-' and '.', e.g. fnts-poolmanager-tls`);
+  }
+  if (nodeType === 'poolmanager' && controlPlane === 'kubernetes' && fleet.tls && k8sTlsSecret === undefined) {
+    throw new ConfigError(
+      'FNTS_CONTROL_PLANE=kubernetes with FNTS_GRPC_TLS_* needs FNTS_K8S_TLS_SECRET: the Secret (keys tls.crt, tls.key, ca.crt) each runner pod mounts for its certificate, e.g. the one these files come from',
+    );
   }
   return Object.freeze({
     grpcPort: integer(env, 'FN_GRPC_PORT', 9191, 0, 65535),
@@ -607,6 +658,7 @@ function poolSettings(env: Env, nodeType: NodeType): PoolSettings {
     swarmNetwork: read(env, 'FNTS_SWARM_NETWORK'),
     k8sApiUrl,
     k8sNamespace: namespace,
+    k8sTlsSecret,
   });
 }
 
@@ -652,18 +704,43 @@ function isHostPort(text: string): boolean {
   return m !== null && Number(m[2]) > 0 && Number(m[2]) <= 65535;
 }
 
-function readableFile(env: Env, name: string): string | undefined {
-  const path = read(env, name);
-  if (path === undefined) return undefined;
+/** A file's absolute path (a pool manager hands its TLS files to runners by path), once it can be read. */
+function readableFile(env: Env, name: string, cwd: string): string | undefined {
+  const given = read(env, name);
+  if (given === undefined) return undefined;
+  const path = resolve(cwd, given);
   try {
     accessSync(path, fsConstants.R_OK);
   } catch {
-    throw new ConfigError(`${name}=${path} cannot be read; give the path of a PEM file this process can read`);
+    throw new ConfigError(`${name}=${given} cannot be read; give the path of a PEM file this process can read`);
   }
   return path;
 }
 
-function fleetSettings(env: Env, nodeType: NodeType): FleetSettings {
+/** Loopback addresses: 127.0.0.0/8 and ::1 (IPv4-mapped too). */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** Whether `host` binds (or is dialled) on this machine only: a loopback address, or localhost. Any other name counts as reachable. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  const family = isIP(h);
+  return family !== 0 && LOOPBACK.check(h, family === 6 ? 'ipv6' : 'ipv4');
+}
+
+/** FNTS_GRPC_TLS_RUNNER_NAME: a DNS name or an IP address, as a certificate's subject alternative names hold them. */
+function runnerName(env: Env): string | undefined {
+  const name = read(env, 'FNTS_GRPC_TLS_RUNNER_NAME');
+  if (name === undefined) return undefined;
+  if (isIP(name) === 0 && !/^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(name)) {
+    throw new ConfigError(`FNTS_GRPC_TLS_RUNNER_NAME=${name} is not a DNS name or an IP address; use a name the runners' certificate carries, e.g. poolmanager`);
+  }
+  return name;
+}
+
+function fleetSettings(env: Env, nodeType: NodeType, cwd: string): FleetSettings {
   const runnerAddresses = (read(env, 'FN_RUNNER_ADDRESSES') ?? '')
     .split(',')
     .map((a) => a.trim())
@@ -692,13 +769,16 @@ function fleetSettings(env: Env, nodeType: NodeType): FleetSettings {
       );
     }
   }
-  const cert = readableFile(env, 'FNTS_GRPC_TLS_CERT');
-  const key = readableFile(env, 'FNTS_GRPC_TLS_KEY');
-  const ca = readableFile(env, 'FNTS_GRPC_TLS_CA');
+  const cert = readableFile(env, 'FNTS_GRPC_TLS_CERT', cwd);
+  const key = readableFile(env, 'FNTS_GRPC_TLS_KEY', cwd);
+  const ca = readableFile(env, 'FNTS_GRPC_TLS_CA', cwd);
   const given = [cert, key, ca].filter((x) => x !== undefined).length;
   if (given !== 0 && given !== 3) {
     throw new ConfigError('FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA go together: set all three (mutual TLS between LBs, runners and the pool manager) or none (plaintext)');
   }
+  const name = runnerName(env);
+  if (name !== undefined && given === 0)
+    throw new ConfigError('FNTS_GRPC_TLS_RUNNER_NAME checks runners under mutual TLS: set FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA too, or unset it');
   return Object.freeze({
     grpcPort: integer(env, 'FN_GRPC_PORT', 9190, 0, 65535),
     runnerApiUrl,
@@ -708,8 +788,48 @@ function fleetSettings(env: Env, nodeType: NodeType): FleetSettings {
     npmAdvertiseMs: msecs(env, 'FNTS_NPM_ADVERTISE_MSECS', 1000, 50, 600_000),
     placer: oneOf(env, 'FN_PLACER', ['naive', 'ch', 'wait'] as const, 'wait'),
     lbCacheMs: msecs(env, 'FNTS_LB_CACHE_MSECS', 1000, 0, 3600_000),
-    tls: cert && key && ca ? Object.freeze({ cert, key, ca }) : undefined,
+    tls: cert && key && ca ? Object.freeze({ cert, key, ca, runnerName: name }) : undefined,
+    grpcListenHost: read(env, 'FNTS_GRPC_LISTEN_HOST') ?? '0.0.0.0',
+    insecure: flag(env, 'FNTS_GRPC_INSECURE'),
   });
+}
+
+/**
+ * Plaintext gRPC where the network reaches it is refused unless the operator
+ * says it is a private network (FNTS_GRPC_INSECURE=true): a runner runs
+ * whatever image a TryCall names and holds the engine's socket, so its port
+ * in plaintext is root on its host for whoever reaches it. Loopback stays
+ * allowed (one-machine fleets, tests).
+ */
+function requireFleetSecurity(nodeType: NodeType, fleet: FleetSettings, pool: PoolSettings): void {
+  if (fleet.tls || fleet.insecure) return;
+  if (nodeType !== 'pure-runner' && nodeType !== 'poolmanager') return;
+  const port = nodeType === 'pure-runner' ? 'the runner protocol (FN_GRPC_PORT), which runs any image a caller names,' : "the pool manager's gRPC port (FN_GRPC_PORT)";
+  if (!isLoopbackHost(fleet.grpcListenHost)) {
+    throw new ConfigError(
+      `FN_NODE_TYPE=${nodeType} would serve ${port} in plaintext on ${fleet.grpcListenHost} (FNTS_GRPC_LISTEN_HOST), where anyone who reaches it could use it: ` +
+        'set FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA for mutual TLS (fnts certs makes them), or FNTS_GRPC_LISTEN_HOST=127.0.0.1 to keep it to this machine, ' +
+        'or FNTS_GRPC_INSECURE=true to accept plaintext on a private network',
+    );
+  }
+  if (nodeType !== 'poolmanager') return;
+  // A docker plane's runners published on loopback only are this machine's; any other runners are on the network.
+  const reachable =
+    pool.controlPlane === 'docker'
+      ? isLoopbackHost(pool.publishHost ?? '127.0.0.1')
+        ? undefined
+        : `published on ${pool.publishHost} (FNTS_RUNNER_PUBLISH_HOST)`
+      : pool.controlPlane === 'swarm'
+        ? pool.swarmNetwork
+          ? `on the swarm network ${pool.swarmNetwork}`
+          : "published on every swarm node's addresses"
+        : 'at their pod addresses';
+  if (reachable === undefined) return;
+  throw new ConfigError(
+    `FNTS_CONTROL_PLANE=${pool.controlPlane} would start runners serving the runner protocol in plaintext ${reachable}, where anyone who reaches them could run any image on their hosts: ` +
+      'set FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA for mutual TLS (the runners get the same files; fnts certs makes them), ' +
+      `${pool.controlPlane === 'docker' ? 'or FNTS_RUNNER_PUBLISH_HOST=127.0.0.1 to keep them to this machine, ' : ''}or FNTS_GRPC_INSECURE=true to accept plaintext on a private network`,
+  );
 }
 
 /** FN_MQ_URL: unset for the embedded queue, or redis://[user:pass@]host[:port][/db] (rediss:// for TLS). */

@@ -1,4 +1,4 @@
-export { compileConfig, ConfigError, SECRET_KEY_BYTES, SecretKey } from './config.js';
+export { compileConfig, ConfigError, isLoopbackHost, SECRET_KEY_BYTES, SecretKey } from './config.js';
 export type {
   AgentSettings,
   AuthSettings,
@@ -10,6 +10,7 @@ export type {
   LogFormat,
   LogLevel,
   FleetSettings,
+  FleetTls,
   NodeType,
   OtlpProtocol,
   PlacerKind,

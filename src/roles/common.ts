@@ -22,7 +22,7 @@ import {
 } from '../agent/index.js';
 import { ensureAdminToken, TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
-import { ConfigError, type Config } from '../config/index.js';
+import { ConfigError, isLoopbackHost, type Config } from '../config/index.js';
 import { loadSecretKey, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore, type TokenStore } from '../datastore/index.js';
 import { DockerDriver } from '../drivers/index.js';
 import type { Changes } from '../models/index.js';
@@ -219,10 +219,31 @@ async function requireDurable(queue: RedisQueue, config: Config, logger: Logger)
   logger.warn(`${why}; starting anyway (FNTS_MQ_ALLOW_VOLATILE=true): the records of calls lost that way are marked error`);
 }
 
-/** The fleet's mutual TLS files (FNTS_GRPC_TLS_CA, _KEY, _CERT), read, for its gRPC servers and channels alike; undefined: plaintext. */
-export function fleetTls(config: Config): { ca: Buffer; key: Buffer; cert: Buffer } | undefined {
+/**
+ * The fleet's mutual TLS files (FNTS_GRPC_TLS_CA, _KEY, _CERT), read, for its
+ * gRPC servers and channels alike, with the name runners' certificates are
+ * checked against (FNTS_GRPC_TLS_RUNNER_NAME; servers ignore it); undefined: plaintext.
+ */
+export function fleetTls(config: Config): { ca: Buffer; key: Buffer; cert: Buffer; serverName?: string } | undefined {
   const tls = config.fleet.tls;
-  return tls ? { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert) } : undefined;
+  if (!tls) return undefined;
+  return { ca: readFileSync(tls.ca), key: readFileSync(tls.key), cert: readFileSync(tls.cert), ...(tls.runnerName ? { serverName: tls.runnerName } : {}) };
+}
+
+/**
+ * Says at start how a gRPC port (`what`) is served: with mutual TLS, or in
+ * plaintext on loopback, or in plaintext on the network because
+ * FNTS_GRPC_INSECURE=true (compileConfig refuses plaintext on the network otherwise).
+ */
+export function logGrpcSecurity(config: Config, logger: Logger, what: string, grpcPort: number): void {
+  const host = config.fleet.grpcListenHost;
+  if (config.fleet.tls) logger.info({ grpcPort, host }, `${what} serves mutual TLS`);
+  else if (isLoopbackHost(host)) logger.info({ grpcPort, host }, `${what} is plaintext on loopback: only this machine reaches it`);
+  else
+    logger.warn(
+      { grpcPort, host },
+      `${what} is PLAINTEXT on ${host} (FNTS_GRPC_INSECURE=true): whoever reaches it can run any image on the fleet's hosts; keep it on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA (fnts certs makes them)`,
+    );
 }
 
 /**

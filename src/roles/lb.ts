@@ -21,7 +21,8 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
   let pool: RunnerPool;
   if (fleet.npmAddress !== undefined) {
     const managed = new ManagedPool({
-      manager: new PoolManagerClient(fleet.npmAddress, runnerTls),
+      // The manager is dialled at its own, known address: its certificate is checked against it, not the runners' name.
+      manager: new PoolManagerClient(fleet.npmAddress, runnerTls && { ca: runnerTls.ca, key: runnerTls.key, cert: runnerTls.cert }),
       connect,
       lbId: selfInstance(),
       log: logger.child({ module: 'pool' }),

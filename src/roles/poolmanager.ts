@@ -6,7 +6,7 @@
  */
 import { CapacityBook, PoolManager, PoolManagerServer, PoolMetrics, PREDICTORS, RunnerStatus } from '../poolmanager/index.js';
 import { createControlPlane } from '../poolmanager/planes/index.js';
-import { fleetTls } from './common.js';
+import { fleetTls, logGrpcSecurity } from './common.js';
 import type { Role } from './parts.js';
 
 export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
@@ -18,9 +18,11 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
     FN_LOG_FORMAT: config.logFormat,
     ...(config.agent.containerTag ? { FN_CONTAINER_LABEL_TAG: config.agent.containerTag } : {}),
   };
-  const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag);
+  // Runners serve with the manager's own TLS files (compileConfig refuses plaintext runners the network reaches, unless FNTS_GRPC_INSECURE=true).
+  const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag, config.fleet.tls);
   const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
   const tls = fleetTls(config);
+  // Its probes check runners' certificates as LBs do (FNTS_GRPC_TLS_RUNNER_NAME).
   const status = new RunnerStatus(tls);
   const events = metrics ? new PoolMetrics(metrics.registry, book) : undefined;
   const manager = new PoolManager({
@@ -41,12 +43,12 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
     ...(events ? { events } : {}),
   });
   events?.watch(manager);
-  const server = new PoolManagerServer({ manager, book, log, tls });
+  const server = new PoolManagerServer({ manager, book, log, tls: tls && { ca: tls.ca, key: tls.key, cert: tls.cert } });
   made.stop = async () => {
     status.close();
     await plane.close();
   };
-  const grpcPort = (made.grpcPort = await server.listen(config.listenHost, pool.grpcPort));
+  const grpcPort = (made.grpcPort = await server.listen(config.fleet.grpcListenHost, pool.grpcPort));
   manager.start();
   made.stop = async () => {
     await server.close();
@@ -54,5 +56,11 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
     status.close();
     await plane.close();
   };
+  logGrpcSecurity(config, logger, "the pool manager's gRPC port", grpcPort);
+  if (config.fleet.insecure && !config.fleet.tls) {
+    logger.warn({ controlPlane: plane.kind }, 'runners are started serving PLAINTEXT gRPC (FNTS_GRPC_INSECURE=true): keep them on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA');
+  } else if (!config.fleet.tls) {
+    logger.info({ publishHost: pool.publishHost ?? '127.0.0.1' }, 'runners are started serving plaintext gRPC, published on loopback only');
+  }
   logger.info({ grpcPort, controlPlane: plane.kind, predictor: pool.predictor, runners: [pool.minRunners, pool.maxRunners] }, `pool manager serving on :${grpcPort}`);
 };

@@ -6,7 +6,7 @@
  */
 import { RunnerServer } from '../runner/index.js';
 import { engineCheck, SyslogForwarder } from '../server/index.js';
-import { fleetTls, startAgent } from './common.js';
+import { fleetTls, logGrpcSecurity, startAgent } from './common.js';
 import type { Role } from './parts.js';
 
 export const pureRunner: Role = async (ctx, made) => {
@@ -16,9 +16,9 @@ export const pureRunner: Role = async (ctx, made) => {
   agent.addListener(syslog);
   const tls = fleetTls(config);
   const runner = new RunnerServer({ invoker: agent, log: logger, maxRequestBytes: config.agent.maxRequestBytes, ...(tls ? { tls } : {}), ...(metrics ? { events: metrics } : {}) });
-  const grpcPort = (made.grpcPort = await runner.listen(config.listenHost, config.fleet.grpcPort));
+  const grpcPort = (made.grpcPort = await runner.listen(config.fleet.grpcListenHost, config.fleet.grpcPort));
   made.runner = runner;
-  if (!tls) logger.warn({ grpcPort }, 'the runner protocol is plaintext: keep FN_GRPC_PORT on a private network, or set FNTS_GRPC_TLS_CERT, _KEY and _CA for mutual TLS');
+  logGrpcSecurity(config, logger, 'the runner protocol', grpcPort);
   logger.info({ grpcPort }, `runner protocol serving on :${grpcPort}`);
   made.checks = [engineCheck(agent.driver)];
 };

@@ -47,6 +47,12 @@ export interface ChannelTls {
   readonly ca: Buffer;
   readonly key: Buffer;
   readonly cert: Buffer;
+  /**
+   * The name (DNS or IP) the server's certificate must carry; default: the
+   * host dialled. For servers whose addresses are not known when their
+   * certificates are made (a pool manager's runners on swarm or kubernetes).
+   */
+  readonly serverName?: string | undefined;
 }
 
 export interface ChannelOptions {
@@ -197,13 +203,23 @@ export class H2Channel {
    * The TLS connection for a session: node:http2 would send the host as
    * the server name even when it is an IP address, which TLS forbids (and
    * Node warns of, DEP0123); the runner's certificate is checked against
-   * the host either way.
+   * the host either way, or against `serverName` when one is given.
    */
   private dialTls(): tls.TLSSocket {
     const url = new URL(this.authority);
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
     const t = this.o.tls!;
-    return tls.connect({ host, port: Number(url.port), ca: t.ca, key: t.key, cert: t.cert, ALPNProtocols: ['h2'], ...(isIP(host) ? {} : { servername: host }) });
+    const name = t.serverName ?? host;
+    return tls.connect({
+      host,
+      port: Number(url.port),
+      ca: t.ca,
+      key: t.key,
+      cert: t.cert,
+      ALPNProtocols: ['h2'],
+      ...(isIP(name) ? {} : { servername: name }),
+      ...(t.serverName === undefined ? {} : { checkServerIdentity: (_host: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(name, cert) }),
+    });
   }
 
   private connect(): http2.ClientHttp2Session {

@@ -50,4 +50,20 @@ describe('ResetFilter', () => {
     expect(out.equals(expected)).toBe(true);
     expect(counted).toBe(3);
   });
+
+  it('holds back no frame but a reset: a header claiming 16 MiB goes on at once, for nghttp2 to refuse, and what follows it too', async () => {
+    const huge = Buffer.alloc(9);
+    huge.writeUIntBE(0xffffff, 0, 3);
+    huge.writeUInt32BE(1, 5);
+    const bytes = Buffer.concat([PREFACE, settings, huge, Buffer.alloc(1000, 7)]);
+    const { out } = await through(bytes, 100, []);
+    expect(out.equals(bytes)).toBe(true);
+  });
+
+  it('passes a reset of the wrong length on unchanged, counted', async () => {
+    const long = frame(0x3, 0, 1, Buffer.from([0, 0, 0, 0, 0]));
+    const { out, counted } = await through(Buffer.concat([PREFACE, long, data(3)]), 3, [stream(1, true, false)]);
+    expect(out.equals(Buffer.concat([PREFACE, long, data(3)]))).toBe(true);
+    expect(counted).toBe(1);
+  });
 });

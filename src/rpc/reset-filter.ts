@@ -108,8 +108,10 @@ function isFntsClient(head: Buffer): boolean | undefined {
 export class ResetFilter extends Duplex {
   /** The connection's streams, by id, for the rewrite's check. */
   private readonly streams = new Map<number, ServerHttp2Stream>();
-  /** Inbound bytes not yet forming a whole frame (or the preface). */
+  /** Inbound bytes held back: a frame header not whole yet, or a reset not whole yet (at most 12 bytes). */
   private pending: Buffer = Buffer.alloc(0);
+  /** Payload bytes of the frame being passed on that have not arrived yet. */
+  private passing = 0;
   private prefaceLeft = PREFACE.length;
   /** Resets rewritten since the connection opened (kept for tests and logs). */
   rewritten = 0;
@@ -161,31 +163,51 @@ export class ResetFilter extends Duplex {
     done(err);
   }
 
-  /** `chunk` passed on as frames, resets rewritten where they mean the client's end. */
+  /**
+   * `chunk` passed on as it comes, resets rewritten where they mean the
+   * client's end. Only an RST_STREAM frame is held until it is whole (13
+   * bytes); any other frame's bytes go on at once, however long its header
+   * says it is, so that nghttp2 judges every header as soon as it arrives
+   * (a frame above its SETTINGS_MAX_FRAME_SIZE ends the connection) and
+   * nothing a client claims makes the filter hold more than a few bytes.
+   */
   private pass(chunk: Buffer): Buffer {
     let data = this.pending.length > 0 ? Buffer.concat([this.pending, chunk]) : chunk;
-    let start = 0;
+    let at = 0;
     if (this.prefaceLeft > 0) {
       const n = Math.min(this.prefaceLeft, data.length);
       this.prefaceLeft -= n;
-      start = n;
+      at = n;
     }
     const out: Buffer[] = [];
     let from = 0;
-    let at = start;
-    while (this.prefaceLeft === 0 && at + FRAME_HEADER <= data.length) {
-      const length = data.readUIntBE(at, 3);
-      const end = at + FRAME_HEADER + length;
-      if (end > data.length) break;
-      if (data[at + 3] === TYPE_RST_STREAM) {
-        const id = data.readUInt32BE(at + 5) & 0x7fffffff;
-        if (length === 4 && data.readUInt32BE(at + FRAME_HEADER) === NO_ERROR && this.clientEnds(id)) {
-          out.push(data.subarray(from, at), endOfStream(id));
-          from = end;
-          this.rewritten++;
-        } else this.resetListener?.();
+    while (this.prefaceLeft === 0 && at < data.length) {
+      if (this.passing > 0) {
+        const n = Math.min(this.passing, data.length - at);
+        this.passing -= n;
+        at += n;
+        continue;
       }
-      at = end;
+      if (at + FRAME_HEADER > data.length) break;
+      const length = data.readUIntBE(at, 3);
+      if (data[at + 3] === TYPE_RST_STREAM) {
+        // A well-formed reset is 4 bytes of error code; any other length nghttp2 refuses as it comes.
+        if (length === 4) {
+          const end = at + FRAME_HEADER + 4;
+          if (end > data.length) break;
+          const id = data.readUInt32BE(at + 5) & 0x7fffffff;
+          if (data.readUInt32BE(at + FRAME_HEADER) === NO_ERROR && this.clientEnds(id)) {
+            out.push(data.subarray(from, at), endOfStream(id));
+            from = end;
+            this.rewritten++;
+          } else this.resetListener?.();
+          at = end;
+          continue;
+        }
+        this.resetListener?.();
+      }
+      at += FRAME_HEADER;
+      this.passing = length;
     }
     out.push(data.subarray(from, at));
     this.pending = at < data.length ? Buffer.from(data.subarray(at)) : Buffer.alloc(0);

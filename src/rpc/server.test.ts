@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { connect, constants as h2, type ClientHttp2Session } from 'node:http2';
+import { createConnection } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { grpcJsClient as grpcJs } from '../../test/support/grpc-js.js';
 import { GrpcH2Server, unary, type GrpcHandler, type GrpcServerCall } from './server.js';
@@ -72,8 +73,9 @@ describe('the runner gRPC server on node:http2', () => {
     expect(trailers.get('fnts-log-bin')[0]!.toString()).toBe('log line');
   });
 
-  it('answers UNIMPLEMENTED for a method it does not serve, and RESOURCE_EXHAUSTED for a message above its limit', async () => {
-    const port = await start();
+  it('answers UNIMPLEMENTED for a method it does not serve, and RESOURCE_EXHAUSTED for a message above its limit, telling the handler its call is over', async () => {
+    let cancelled = false;
+    const port = await start(() => (cancelled = true));
     const c = grpcJsClient(port);
     client = c;
     const configure = await new Promise<grpc.ServiceError>((resolve) => c['ConfigureRunner']!({ config: {} }, (err: grpc.ServiceError) => resolve(err)));
@@ -88,6 +90,47 @@ describe('the runner gRPC server on node:http2', () => {
     const st = await failed;
     expect(st.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(st.details).toMatch(/above the 1024 allowed/);
+    // A handler waiting for the request (the runner waits for a TryCall) must not wait forever.
+    expect(cancelled).toBe(true);
+  });
+
+  it('closes a connection nghttp2 ended with a GOAWAY (a frame header claiming 16 MiB) once it is idle, and keeps an idle client that answers pings', async () => {
+    server = new GrpcH2Server({ maxMessageBytes: 1024, methods: answersOk(), idleCheckMs: 200 });
+    const port = await server.listen('127.0.0.1', 0);
+    // A client that does nothing wrong and then sits idle for five checks: still connected, and served.
+    const idle = connect(`http://127.0.0.1:${port}`);
+    idle.on('error', () => undefined);
+    await new Promise((r) => idle.once('remoteSettings', r));
+    // The hostile one: a preface, and a DATA frame header claiming 16 MiB, which nghttp2 answers with GOAWAY(FRAME_SIZE_ERROR).
+    const raw = createConnection(port, '127.0.0.1');
+    raw.on('error', () => undefined);
+    const huge = Buffer.alloc(9);
+    huge.writeUIntBE(0xffffff, 0, 3);
+    huge.writeUInt32BE(1, 5);
+    const t0 = performance.now();
+    raw.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]), huge, Buffer.alloc(512, 1)]));
+    // It keeps sending: noise after the GOAWAY is not activity.
+    const noise = setInterval(() => raw.write(Buffer.alloc(100, 3)), 50);
+    const closed = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 3000);
+      raw.once('close', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    clearInterval(noise);
+    expect(closed).toBe(true);
+    expect(performance.now() - t0).toBeLessThan(1500);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(idle.closed || idle.destroyed).toBe(false);
+    const answer = await new Promise<string>((resolve) => {
+      const stream = idle.request({ [h2.HTTP2_HEADER_METHOD]: 'POST', [h2.HTTP2_HEADER_PATH]: ENGAGE_PATH, [h2.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc', te: 'trailers' });
+      stream.on('error', () => undefined);
+      stream.on('trailers', (t) => resolve(String(t['grpc-status'])));
+      stream.end(encodeClientMsg({ try: { models_call_json: '{}', slot_hash_id: '', extensions: {} } }));
+    });
+    expect(answer).toBe('0');
+    idle.close();
   });
 
   it('tells the handler when the client resets a call, and keeps serving', async () => {

@@ -99,17 +99,21 @@ export class GrpcServerCall {
         messages = reader.push(chunk);
       } catch (err) {
         this.fail(GrpcStatus.RESOURCE_EXHAUSTED, err instanceof Error ? err.message : String(err));
+        // Nothing more of the request will be read: the handler, which may wait for it, hears that the call is over.
+        this.cancel();
         return;
       }
       for (const m of messages) if (!this.ended) this.guarded(() => onMessage(m));
     });
     this.stream.once('end', () => {
-      if (reader.partial > 0) this.fail(GrpcStatus.INTERNAL, 'the request ended inside a message');
-      else this.guarded(onEnd);
+      if (reader.partial > 0) {
+        this.fail(GrpcStatus.INTERNAL, 'the request ended inside a message');
+        this.cancel();
+      } else this.guarded(onEnd);
     });
   }
 
-  /** True once the client cancelled, the stream broke, or the deadline passed. */
+  /** True once the client cancelled, the stream broke, the deadline passed, or the request could not be read (too big, cut short). */
   get cancelled(): boolean {
     return this.isCancelled;
   }
@@ -221,7 +225,18 @@ export interface GrpcServerOptions {
   readonly methods: ReadonlyMap<string, GrpcHandler>;
   /** How each connection estimates its peer's resets (runner/recycle.ts); nghttp2's limits by default. */
   readonly recycle?: RecycleOptions;
+  /**
+   * A connection without a call's activity this long is pinged, and closed
+   * unless it answers within as long again (at most 10 s); default 30 s.
+   * nghttp2 answers a connection error (a frame above the maximum size, a
+   * bad frame) with a GOAWAY and reads nothing more, but Node keeps the
+   * socket open for as long as the peer likes; so does a peer that went
+   * silent. Every HTTP/2 client answers pings, so idle LBs stay connected.
+   */
+  readonly idleCheckMs?: number;
 }
+
+const IDLE_CHECK_MS = 30_000;
 
 export class GrpcH2Server {
   /** Takes the connections (TCP, or TLS with a client certificate) and hands each to `h2` once its client is known. */
@@ -258,6 +273,7 @@ export class GrpcH2Server {
       this.sessions.set(session, { recycler, filter });
       session.on('error', () => undefined);
       session.once('close', () => this.sessions.delete(session));
+      this.watchIdle(session, o.idleCheckMs ?? IDLE_CHECK_MS);
     });
     this.h2.on('sessionError', () => undefined);
     this.h2.on('stream', (stream, headers) => {
@@ -269,6 +285,36 @@ export class GrpcH2Server {
       } catch (err) {
         // A stream reset as it arrived: Node refuses to answer it.
         this.o.onError?.(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  }
+
+  /**
+   * Pings `session` once it has gone `idleMs` without a call's activity
+   * (Node's session timeout: streams' frames reset it, pings do not), and
+   * again every `idleMs` while it stays idle; one that does not answer in
+   * time, or that nghttp2 will not ping (it ended the session), is closed.
+   */
+  private watchIdle(session: Http2Session, idleMs: number): void {
+    const closeIt = (): void => void (session.destroyed || session.destroy());
+    session.setTimeout(idleMs, () => {
+      if (session.destroyed || session.closed) return;
+      const unanswered = setTimeout(closeIt, Math.min(idleMs, 10_000));
+      unanswered.unref();
+      try {
+        const sent = session.ping((err) => {
+          clearTimeout(unanswered);
+          if (err) closeIt();
+          // Answered: watched again (after a timeout fired, only a stream's activity would re-arm it).
+          else if (!session.destroyed && !session.closed) this.watchIdle(session, idleMs);
+        });
+        if (!sent) {
+          clearTimeout(unanswered);
+          closeIt();
+        }
+      } catch {
+        clearTimeout(unanswered);
+        closeIt();
       }
     });
   }

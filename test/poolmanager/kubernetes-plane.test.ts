@@ -68,7 +68,7 @@ describe('KubernetesPlane, replayed', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as { port: number };
-    plane = new KubernetesPlane({ apiUrl: `http://127.0.0.1:${port}`, namespace: 'fn', tokenFile, image: 'fnts/fnts:0.1.0', manager: 'fnts', runnerMemMb: 4096 });
+    plane = new KubernetesPlane({ apiUrl: `http://127.0.0.1:${port}`, namespace: 'fn', tokenFile, image: 'fnts/fnts:0.1.0', manager: 'fnts', runnerMemMb: 4096, tlsSecret: 'fnts-poolmanager-tls' });
   });
 
   afterAll(async () => {
@@ -102,16 +102,12 @@ describe('KubernetesPlane, replayed', () => {
     expect(next).toBe(exchanges.length);
   });
 
+  type Container = { name: string; env?: Array<{ name: string; value: string }>; volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> };
+  type Spec = { spec: { template: { spec: { containers: Container[]; volumes: Array<{ name: string; secret?: { secretName: string; defaultMode: number } }> } } } };
+  const specOf = (p: KubernetesPlane): Spec => (p as unknown as { spec(g: string, n: number): Spec }).spec('default', 1);
+
   it('puts a Docker engine beside each runner, sharing the socket folder at the same path', () => {
-    const spec = (
-      plane as unknown as {
-        spec(
-          g: string,
-          n: number,
-        ): { spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value: string }>; volumeMounts: Array<{ name: string; mountPath: string }> }> } } } };
-      }
-    ).spec('default', 1);
-    const [runner, engine] = spec.spec.template.spec.containers;
+    const [runner, engine] = specOf(plane).spec.template.spec.containers;
     expect(runner!.env).toEqual(
       expect.arrayContaining([
         { name: 'FN_NODE_TYPE', value: 'pure-runner' },
@@ -119,6 +115,29 @@ describe('KubernetesPlane, replayed', () => {
         { name: 'DOCKER_HOST', value: 'unix:///var/run/dind/docker.sock' },
       ]),
     );
-    expect(engine!.volumeMounts).toEqual(runner!.volumeMounts);
+    expect(engine!.volumeMounts).toEqual(runner!.volumeMounts.filter((m) => m.name !== 'tls'));
+  });
+
+  it("serves each runner's port with the TLS Secret, mounted read-only in the runner alone, the key never in the spec", () => {
+    const { containers, volumes } = specOf(plane).spec.template.spec;
+    const [runner, engine] = containers;
+    expect(runner!.env).toEqual(
+      expect.arrayContaining([
+        { name: 'FNTS_GRPC_TLS_CERT', value: '/run/fnts/tls/tls.crt' },
+        { name: 'FNTS_GRPC_TLS_KEY', value: '/run/fnts/tls/tls.key' },
+        { name: 'FNTS_GRPC_TLS_CA', value: '/run/fnts/tls/ca.crt' },
+      ]),
+    );
+    expect(runner!.env!.map((e) => e.name)).not.toContain('FNTS_GRPC_INSECURE');
+    expect(runner!.volumeMounts).toContainEqual({ name: 'tls', mountPath: '/run/fnts/tls', readOnly: true });
+    expect(engine!.volumeMounts.map((m) => m.name)).not.toContain('tls');
+    expect(volumes).toContainEqual({ name: 'tls', secret: { secretName: 'fnts-poolmanager-tls', defaultMode: 0o400 } });
+    expect(JSON.stringify(specOf(plane))).not.toMatch(/PRIVATE KEY/);
+    // Without a Secret, runners are plaintext pods: said explicitly, as compileConfig allows it only with FNTS_GRPC_INSECURE=true.
+    const plain = new KubernetesPlane({ apiUrl: 'http://127.0.0.1:1', namespace: 'fn', tokenFile, image: 'fnts/fnts:0.1.0', manager: 'fnts', runnerMemMb: 4096 });
+    const plainRunner = specOf(plain).spec.template.spec.containers[0]!;
+    expect(plainRunner.env).toContainEqual({ name: 'FNTS_GRPC_INSECURE', value: 'true' });
+    expect(plainRunner.env!.map((e) => e.name)).not.toContain('FNTS_GRPC_TLS_CERT');
+    expect(specOf(plain).spec.template.spec.volumes.map((v) => v.name)).toEqual(['iofs', 'dind']);
   });
 });

@@ -1,17 +1,23 @@
 /**
  * The pool manager as users run it: the real `fnts` process in the
  * poolmanager role, with the docker control plane and the fnts image
- * (npm run image:runner). An LB's advertisements (over gRPC, as an LB sends
- * them) make it start a runner container; a call placed on that runner by a
- * real LB runs in a function container the runner started beside itself on
- * the host engine; when the advertisements stop the runner drains and is
- * removed, its containers with it.
+ * (npm run image:runner), the whole fleet under mutual TLS with
+ * certificates `fnts certs` made. An LB's advertisements (over gRPC, as an
+ * LB sends them) make it start a runner container, which gets the manager's
+ * certificate files mounted read-only and serves TLS only; a call placed on
+ * that runner by a real LB with its own certificate runs in a function
+ * container the runner started beside itself on the host engine; when the
+ * advertisements stop the runner drains and is removed, its containers
+ * with it.
  */
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INSTANCE_LABEL } from '../../src/agent/index.js';
-import { poolManagerClient, type PoolManagerClient } from '../../src/rpc/index.js';
+import { makeCerts } from '../../src/cli/certs.js';
+import { poolManagerClient, RunnerClient, type ChannelTls, type PoolManagerClient } from '../../src/rpc/index.js';
 import { MANAGER_LABEL } from '../../src/poolmanager/planes/index.js';
 import { docker, ensureFunctionImage, ensureRunnerImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
@@ -20,12 +26,20 @@ import { eventually } from '../support/wait.js';
 
 const name = `test-${randomBytes(3).toString('hex')}`;
 const iofs = `/tmp/fnts-pool-${randomBytes(3).toString('hex')}`;
+const certs = mkdtempSync(join(tmpdir(), 'fnts-pm-certs-'));
+/** The FNTS_GRPC_TLS_* of node `name`, as fnts certs names its files. */
+const tlsOf = (name: string): Record<string, string> => ({
+  FNTS_GRPC_TLS_CERT: join(certs, `${name}.crt`),
+  FNTS_GRPC_TLS_KEY: join(certs, `${name}.key`),
+  FNTS_GRPC_TLS_CA: join(certs, 'ca.crt'),
+});
+const channelTls = (name: string): ChannelTls => ({ ca: readFileSync(join(certs, 'ca.crt')), cert: readFileSync(join(certs, `${name}.crt`)), key: readFileSync(join(certs, `${name}.key`)) });
 
 async function runnerContainers(): Promise<string[]> {
   return (await docker().listContainers({ all: true, filters: { label: [`${MANAGER_LABEL}=${name}`] } })).map((c) => c.Names[0]!.slice(1));
 }
 
-describe('FN_NODE_TYPE=poolmanager with the docker control plane', () => {
+describe('FN_NODE_TYPE=poolmanager with the docker control plane, under mutual TLS', () => {
   let manager: FntsProcess;
   let client: PoolManagerClient;
   let hello: string;
@@ -34,7 +48,10 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane', () => {
 
   beforeAll(async () => {
     const [image] = await Promise.all([ensureRunnerImage(), ensureFunctionImage('hello', HELLO_FUNC_JS).then((h) => (hello = h))]);
+    // Runners are dialled at 127.0.0.1 (the docker plane's default) and present the manager's certificate.
+    await makeCerts({ out: certs, names: ['poolmanager', 'lb'], hosts: ['127.0.0.1'], say: () => undefined });
     manager = await startFnts({
+      ...tlsOf('poolmanager'),
       FN_NODE_TYPE: 'poolmanager',
       FN_GRPC_PORT: '0',
       FN_LOG_LEVEL: 'info',
@@ -50,7 +67,7 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane', () => {
       FNTS_DRAIN_GRACE_MSECS: '1000',
     });
     const port = Number(/pool manager serving on :(\d+)/.exec(manager.output())![1]);
-    client = poolManagerClient(`127.0.0.1:${port}`);
+    client = poolManagerClient(`127.0.0.1:${port}`, { tls: channelTls('lb') });
   });
 
   afterAll(async () => {
@@ -61,6 +78,7 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane', () => {
     // Runners outlive their manager by design (a restarted one takes them back); the test removes its own.
     await Promise.all((await runnerContainers()).map((c) => docker().getContainer(c).remove({ force: true })));
     rmSync(iofs, { recursive: true, force: true });
+    rmSync(certs, { recursive: true, force: true });
     expect(code).toBe(0);
   });
 
@@ -75,9 +93,27 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane', () => {
       expect(await eventually(async () => (address = (await client.getLBGroup('default'))[0]) !== undefined, 30_000, 100), manager.output()).toBe(true);
       console.log(`first advertisement to the runner in the membership: ${Date.now() - asked} ms`);
       expect(await runnerContainers()).toHaveLength(1);
+      expect(manager.output()).toMatch(/the pool manager's gRPC port serves mutual TLS/);
+
+      // The runner has the manager's files, read-only, and serves TLS only: a client without a certificate gets no answer.
+      const [container] = await runnerContainers();
+      const mounts = (await docker().getContainer(container!).inspect()).Mounts.filter((m) => m.Destination.startsWith('/run/fnts/tls/'));
+      expect(mounts.map((m) => [m.Source, m.Destination, m.RW]).sort()).toEqual(
+        [
+          [join(certs, 'ca.crt'), '/run/fnts/tls/ca.pem', false],
+          [join(certs, 'poolmanager.crt'), '/run/fnts/tls/cert.pem', false],
+          [join(certs, 'poolmanager.key'), '/run/fnts/tls/key.pem', false],
+        ].sort(),
+      );
+      const plain = new RunnerClient(address!);
+      try {
+        await expect(plain.status(1000)).rejects.toThrow();
+      } finally {
+        plain.close();
+      }
 
       api = await startTestServer({ FN_NODE_TYPE: 'api' });
-      lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: address! });
+      lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: address!, ...tlsOf('lb') });
       const fn = await api.fn(await api.app(), hello);
       const res = await lb.invoke(fn.id, { name: 'managed fleet' });
       expect(res.status, res.text).toBe(200);

@@ -75,7 +75,8 @@ describe.each(['docker', 'swarm'] as const)('a managed fleet on the %s control p
       FNTS_SCALE_TICK_MSECS: '250',
       FNTS_RUNNER_START_MSECS: '2000',
       FNTS_DRAIN_GRACE_MSECS: '1000',
-      ...(plane === 'swarm' ? { FNTS_RUNNER_PUBLISH_HOST: '127.0.0.1' } : {}),
+      // Swarm publishes runner ports on every address of the node: plaintext there is the operator's explicit choice.
+      ...(plane === 'swarm' ? { FNTS_RUNNER_PUBLISH_HOST: '127.0.0.1', FNTS_GRPC_INSECURE: 'true' } : {}),
     });
     const port = Number(/pool manager serving on :(\d+)/.exec(manager.output())![1]);
     const { poolManagerClient } = await import('../../src/rpc/index.js');

@@ -63,7 +63,7 @@ export function runFnts(args: string[], env: Record<string, string>, cwd?: strin
 
 export async function startFnts(env: Record<string, string>, options: { cwd?: string; timeoutMs?: number } = {}): Promise<FntsProcess> {
   const timeoutMs = options.timeoutMs ?? 20_000;
-  const { proc, done } = runFnts(['serve'], { FN_PORT: '0', FN_LISTEN_HOST: '127.0.0.1', ...env }, options.cwd);
+  const { proc, done } = runFnts(['serve'], { FN_PORT: '0', FN_LISTEN_HOST: '127.0.0.1', FNTS_GRPC_LISTEN_HOST: '127.0.0.1', ...env }, options.cwd);
   let output = '';
   proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
   proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));

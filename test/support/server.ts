@@ -83,6 +83,8 @@ export async function startTestServer(env: Record<string, string> = {}, logger?:
     FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}`,
     FN_PORT: '0',
     FN_LISTEN_HOST: '127.0.0.1',
+    // A runner's or pool manager's gRPC port: plaintext is allowed on loopback only.
+    FNTS_GRPC_LISTEN_HOST: '127.0.0.1',
     FN_LOG_LEVEL: process.env['FNTS_TEST_LOG'] ?? 'silent',
     FN_IOFS_PATH: `/tmp/fnts-it/${process.pid}-${seq++}`,
     ...TEST_AUTH_ENV,

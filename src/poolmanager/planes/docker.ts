@@ -16,13 +16,20 @@
  *
  * Runners are labelled with their group and the manager's name; only those
  * are listed and removed, whatever else runs on the engine.
+ *
+ * TLS: given the manager's mutual TLS files (`tls`, host paths), each
+ * runner gets them bind-mounted read-only and serves its port with them
+ * (the runners present the manager's certificate). Without them runners
+ * serve plaintext (FNTS_GRPC_INSECURE=true: they bind every address of
+ * their container); compileConfig lets a manager do so only when the port
+ * is published on loopback, or the operator said the network is private.
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
 import { INSTANCE_LABEL } from '../../models/index.js';
-import type { EngineAddress, PortRange } from '../../config/index.js';
+import type { EngineAddress, FleetTls, PortRange } from '../../config/index.js';
 import { checkGroup, ControlPlaneError, type ControlPlane, type RunnerInfo } from '../control-plane.js';
 import { DEFAULT_ENGINE, describeEngine, engineClient, runnerEngine, type RunnerEngine } from './engine.js';
 
@@ -56,15 +63,31 @@ export interface DockerPlaneOptions {
   readonly labels?: Readonly<Record<string, string>>;
   /** How long a removed runner may drain its calls before it is killed (s, default 30). */
   readonly stopTimeoutS?: number;
+  /** The manager's mutual TLS files (paths on the engine's host), handed to every runner; undefined: runners serve plaintext. */
+  readonly tls?: Pick<FleetTls, 'cert' | 'key' | 'ca'> | undefined;
 }
 
-/** What makes a container of the fnts image a runner of a group: the role, port, socket folder, memory and engine, and the manager's extras. */
-export function runnerEnvironment(o: Pick<DockerPlaneOptions, 'runnerMemMb' | 'runnerEnv'>, iofs: string, engine: RunnerEngine): string[] {
+/** Where a runner finds its TLS files (file names in a folder the plane mounts), or plaintext. */
+export type RunnerTlsFiles = { readonly dir: string; readonly cert: string; readonly key: string; readonly ca: string } | undefined;
+
+/** The docker plane mounts the manager's files here in each runner. */
+const TLS_DIR = '/run/fnts/tls';
+const DOCKER_TLS_FILES: RunnerTlsFiles = { dir: TLS_DIR, cert: 'cert.pem', key: 'key.pem', ca: 'ca.pem' };
+
+/**
+ * What makes a container of the fnts image a runner of a group: the role,
+ * port, socket folder, memory and engine, its TLS files (or plaintext: it
+ * binds every address of its container, which is what the plane publishes),
+ * and the manager's extras.
+ */
+export function runnerEnvironment(o: Pick<DockerPlaneOptions, 'runnerMemMb' | 'runnerEnv'>, iofs: string, engine: RunnerEngine, tls: RunnerTlsFiles): string[] {
   const env = {
     FN_NODE_TYPE: 'pure-runner',
     FN_GRPC_PORT: String(RUNNER_GRPC_PORT),
+    FNTS_GRPC_LISTEN_HOST: '0.0.0.0',
     FN_IOFS_PATH: iofs,
     FN_MAX_TOTAL_MEMORY_BYTES: String(o.runnerMemMb * 1024 * 1024),
+    ...(tls ? { FNTS_GRPC_TLS_CERT: `${tls.dir}/${tls.cert}`, FNTS_GRPC_TLS_KEY: `${tls.dir}/${tls.key}`, FNTS_GRPC_TLS_CA: `${tls.dir}/${tls.ca}` } : { FNTS_GRPC_INSECURE: 'true' }),
     ...engine.env,
     ...o.runnerEnv,
   };
@@ -203,8 +226,10 @@ export class DockerPlane implements ControlPlane {
     const suffix = randomBytes(4).toString('hex');
     const name = `fnts-runner-${group}-${suffix}`;
     const iofs = join(this.o.iofsRoot, suffix);
-    const env = runnerEnvironment(this.o, iofs, this.runnerEngine);
+    const tls = this.o.tls;
+    const env = runnerEnvironment(this.o, iofs, this.runnerEngine, tls ? DOCKER_TLS_FILES : undefined);
     const socket = this.runnerEngine.socket;
+    const tlsBinds = tls ? [`${tls.cert}:${TLS_DIR}/cert.pem:ro`, `${tls.key}:${TLS_DIR}/key.pem:ro`, `${tls.ca}:${TLS_DIR}/ca.pem:ro`] : [];
     // The engine would make a missing folder itself, owned by root; the manager runs on the engine's host.
     await mkdir(this.o.iofsRoot, { recursive: true }).catch(() => undefined);
     let container: Docker.Container;
@@ -219,7 +244,7 @@ export class DockerPlane implements ControlPlane {
         StopTimeout: this.o.stopTimeoutS ?? 30,
         HostConfig: {
           PortBindings: { [`${RUNNER_GRPC_PORT}/tcp`]: [{ HostIp: this.o.publishHost ?? '127.0.0.1', HostPort: port === undefined ? '' : String(port) }] },
-          Binds: [...(socket ? [`${socket}:/var/run/docker.sock`] : []), `${this.o.iofsRoot}:${this.o.iofsRoot}`],
+          Binds: [...(socket ? [`${socket}:/var/run/docker.sock`] : []), `${this.o.iofsRoot}:${this.o.iofsRoot}`, ...tlsBinds],
           RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 3 },
         },
       });

@@ -1,7 +1,7 @@
 /**
  * The control plane a pool manager's settings name (FNTS_CONTROL_PLANE).
  */
-import type { PoolSettings } from '../../config/index.js';
+import type { FleetTls, PoolSettings } from '../../config/index.js';
 import { TAG_LABEL } from '../../models/index.js';
 import type { ControlPlane } from '../control-plane.js';
 import { DockerPlane } from './docker.js';
@@ -11,17 +11,19 @@ import { SwarmPlane } from './swarm.js';
 export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, PORT_LABEL, RUNNER_GRPC_PORT } from './docker.js';
 export { describeEngine, runnerEngine } from './engine.js';
 export type { RunnerEngine } from './engine.js';
-export type { DockerPlaneOptions } from './docker.js';
+export type { DockerPlaneOptions, RunnerTlsFiles } from './docker.js';
 export { KubernetesPlane } from './kubernetes.js';
 export type { KubernetesPlaneOptions } from './kubernetes.js';
 export { SwarmPlane } from './swarm.js';
 export type { SwarmPlaneOptions } from './swarm.js';
 
 /**
- * `runnerEnv`: settings every runner gets (log level and format, TLS files,
- * the container tag); `containerTag` also labels the runners themselves.
+ * `runnerEnv`: settings every runner gets (log level and format, the
+ * container tag); `containerTag` also labels the runners themselves; `tls`:
+ * the manager's mutual TLS files, which its runners serve with too (each
+ * plane hands them over its own way); undefined: runners serve plaintext.
  */
-export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Record<string, string>>, containerTag: string | undefined): ControlPlane {
+export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Record<string, string>>, containerTag: string | undefined, tls: FleetTls | undefined): ControlPlane {
   const labels: Record<string, string> = containerTag ? { [TAG_LABEL]: containerTag } : {};
   switch (pool.controlPlane) {
     case 'docker':
@@ -35,6 +37,7 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
         ...(pool.runnerPorts ? { portRange: pool.runnerPorts } : {}),
         runnerEnv,
         labels,
+        tls,
       });
     case 'swarm':
       return new SwarmPlane({
@@ -45,11 +48,21 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
         runnerMemMb: pool.runnerMemMb,
         runnerEnv,
         labels,
+        tls,
         ...(pool.swarmNetwork ? { network: pool.swarmNetwork } : {}),
         ...(pool.publishHost ? { publishHost: pool.publishHost } : {}),
       });
     case 'kubernetes':
       // config requires the API server's address for this plane.
-      return new KubernetesPlane({ apiUrl: pool.k8sApiUrl, namespace: pool.k8sNamespace, image: pool.runnerImage, manager: pool.name, runnerMemMb: pool.runnerMemMb, runnerEnv });
+      // compileConfig requires the Secret when the manager has TLS.
+      return new KubernetesPlane({
+        apiUrl: pool.k8sApiUrl,
+        namespace: pool.k8sNamespace,
+        image: pool.runnerImage,
+        manager: pool.name,
+        runnerMemMb: pool.runnerMemMb,
+        runnerEnv,
+        tlsSecret: tls ? pool.k8sTlsSecret : undefined,
+      });
   }
 }

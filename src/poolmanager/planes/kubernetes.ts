@@ -13,6 +13,14 @@
  * and the replica count drops by one; the ReplicaSet deletes that pod, and
  * the kubelet's SIGTERM drains it.
  *
+ * TLS: with `tlsSecret`, each runner pod mounts that Secret (keys tls.crt,
+ * tls.key, ca.crt: the manager's own certificate, as cert-manager and
+ * `kubectl create secret tls` name them, plus the CA) read-only and serves
+ * its port with it; a pod cannot see the manager's files, and the key must
+ * not sit in the Deployment's spec, which more people may read than the
+ * Secret. Without it runners serve plaintext on their pod address
+ * (compileConfig allows that only with FNTS_GRPC_INSECURE=true).
+ *
  * The cluster: the kubeconfig client-node finds (KUBECONFIG, ~/.kube/config,
  * or in a pod its service account, whose token it re-reads as it rotates);
  * or, with FNTS_K8S_API_URL, that API server with the service account's
@@ -20,7 +28,7 @@
  */
 import { ApiException, AppsV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Deployment, type V1Pod } from '@kubernetes/client-node';
 import { checkGroup, ControlPlaneError, type ControlPlane, type RunnerInfo } from '../control-plane.js';
-import { GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT, runnerEnvironment } from './docker.js';
+import { GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT, runnerEnvironment, type RunnerTlsFiles } from './docker.js';
 
 export interface KubernetesPlaneOptions {
   /** An API server to use instead of the kubeconfig's, e.g. https://10.96.0.1:443 (FNTS_K8S_API_URL). */
@@ -36,10 +44,14 @@ export interface KubernetesPlaneOptions {
   readonly dindImage?: string;
   /** How long a removed runner may drain (s, default 30). */
   readonly stopTimeoutS?: number;
+  /** The Secret (tls.crt, tls.key, ca.crt) runner pods serve mutual TLS with (FNTS_K8S_TLS_SECRET); undefined: plaintext. */
+  readonly tlsSecret?: string | undefined;
 }
 
 const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 const IOFS = '/iofs';
+/** Where a runner pod mounts its TLS Secret. */
+const K8S_TLS_FILES: RunnerTlsFiles = { dir: '/run/fnts/tls', cert: 'tls.crt', key: 'tls.key', ca: 'ca.crt' };
 /** Patches are JSON merge patches. */
 const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -144,7 +156,8 @@ export class KubernetesPlane implements ControlPlane {
   private spec(group: string, replicas: number): V1Deployment {
     const labels = { app: 'fnts-runner', [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager };
     // The pod's own engine, in the dind container beside the runner.
-    const env = runnerEnvironment(this.o, IOFS, { socket: undefined, env: { DOCKER_HOST: 'unix:///var/run/dind/docker.sock' } }).map((kv) => ({
+    const tls = this.o.tlsSecret !== undefined;
+    const env = runnerEnvironment(this.o, IOFS, { socket: undefined, env: { DOCKER_HOST: 'unix:///var/run/dind/docker.sock' } }, tls ? K8S_TLS_FILES : undefined).map((kv) => ({
       name: kv.slice(0, kv.indexOf('=')),
       value: kv.slice(kv.indexOf('=') + 1),
     }));
@@ -168,10 +181,7 @@ export class KubernetesPlane implements ControlPlane {
                 ports: [{ name: 'grpc', containerPort: RUNNER_GRPC_PORT }],
                 readinessProbe: { tcpSocket: { port: RUNNER_GRPC_PORT } },
                 resources: { requests: { memory: `${this.o.runnerMemMb}Mi` } },
-                volumeMounts: [
-                  { name: 'iofs', mountPath: IOFS },
-                  { name: 'dind', mountPath: '/var/run/dind' },
-                ],
+                volumeMounts: [{ name: 'iofs', mountPath: IOFS }, { name: 'dind', mountPath: '/var/run/dind' }, ...(tls ? [{ name: 'tls', mountPath: K8S_TLS_FILES!.dir, readOnly: true }] : [])],
               },
               {
                 name: 'docker',
@@ -188,6 +198,8 @@ export class KubernetesPlane implements ControlPlane {
             volumes: [
               { name: 'iofs', emptyDir: {} },
               { name: 'dind', emptyDir: {} },
+              // Only the runner container mounts it: the key stays out of the dind container.
+              ...(tls ? [{ name: 'tls', secret: { secretName: this.o.tlsSecret!, defaultMode: 0o400 } }] : []),
             ],
           },
         },

@@ -18,12 +18,22 @@
  * path, each task working in `<iofsRoot>/<slot>`; the folder must exist on
  * every node that runs runners. Each task gets its node's engine socket
  * mounted, at the path DOCKER_HOST names (engine.ts): the same on every node.
+ *
+ * TLS: the manager's mutual TLS files (`tls`) become swarm secrets, which
+ * swarm hands to every task wherever it runs (a bind mount would need the
+ * files on every node, and a manager that got its own files as secrets
+ * has no host path to give): one secret per file, named after the
+ * manager, the file and a digest of its content, so that runners started
+ * after the files change get the new ones, and made once however many
+ * groups use them. Without TLS, as in the docker plane, runners serve
+ * plaintext (compileConfig allows that only with FNTS_GRPC_INSECURE=true).
  */
-import { mkdir } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import type { EngineAddress } from '../../config/index.js';
 import { checkGroup, ControlPlaneError, type ControlPlane, type RunnerInfo } from '../control-plane.js';
-import { engineError, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT, runnerEnvironment, statusCode, type DockerPlaneOptions } from './docker.js';
+import { engineError, GROUP_LABEL, MANAGER_LABEL, RUNNER_GRPC_PORT, runnerEnvironment, statusCode, type DockerPlaneOptions, type RunnerTlsFiles } from './docker.js';
 import { DEFAULT_ENGINE, engineClient, runnerEngine, type RunnerEngine } from './engine.js';
 
 export interface SwarmPlaneOptions extends Omit<DockerPlaneOptions, 'publishHost' | 'portRange'> {
@@ -31,6 +41,17 @@ export interface SwarmPlaneOptions extends Omit<DockerPlaneOptions, 'publishHost
   readonly network?: string;
   /** Dial published ports here instead of at each node's address (a one-node swarm: 127.0.0.1). */
   readonly publishHost?: string;
+}
+
+/** Swarm mounts a task's secrets in this folder, each under its file name. */
+const SECRETS_DIR = '/run/secrets';
+const SWARM_TLS_FILES: RunnerTlsFiles = { dir: SECRETS_DIR, cert: 'fnts-tls-cert.pem', key: 'fnts-tls-key.pem', ca: 'fnts-tls-ca.pem' };
+
+/** A secret as a service's task template references it. */
+interface SecretReference {
+  File: { Name: string; UID: string; GID: string; Mode: number };
+  SecretID: string;
+  SecretName: string;
 }
 
 /** Task states on the way to running, and running. */
@@ -117,7 +138,8 @@ export class SwarmPlane implements ControlPlane {
     if (!service) {
       // A bind mount's folder must exist on the node; this one, at least (the manager's).
       await mkdir(this.o.iofsRoot, { recursive: true }).catch(() => undefined);
-      await this.docker.createService(this.spec(group, n)).catch((err: unknown) => {
+      const secrets = await this.tlsSecrets();
+      await this.docker.createService(this.spec(group, n, secrets)).catch((err: unknown) => {
         throw this.error(`create the runner service of ${group}`, err);
       });
       return n;
@@ -163,7 +185,49 @@ export class SwarmPlane implements ControlPlane {
     }
   }
 
-  private spec(group: string, replicas: number): Docker.CreateServiceOptions {
+  /** The swarm secrets holding the manager's TLS files, made where missing; none without TLS. */
+  private async tlsSecrets(): Promise<SecretReference[]> {
+    const tls = this.o.tls;
+    if (!tls) return [];
+    const files = SWARM_TLS_FILES!;
+    const wanted = [
+      ['cert', tls.cert, files.cert],
+      ['key', tls.key, files.key],
+      ['ca', tls.ca, files.ca],
+    ] as const;
+    return Promise.all(
+      wanted.map(async ([what, path, file]) => {
+        const data = await readFile(path).catch((err: unknown) => {
+          throw new ControlPlaneError('invalid', `the TLS file ${path} (FNTS_GRPC_TLS_${what.toUpperCase()}) cannot be read: ${(err as Error).message}`, { cause: err });
+        });
+        const name = `fnts-${this.o.manager}-tls-${what}-${createHash('sha256').update(data).digest('hex').slice(0, 12)}`;
+        // The key only the runner (root in its container) reads.
+        return { File: { Name: file, UID: '0', GID: '0', Mode: what === 'key' ? 0o400 : 0o444 }, SecretID: await this.secret(name, data), SecretName: name };
+      }),
+    );
+  }
+
+  /** The id of the secret `name` holding `data`: the existing one, or one made now (another start making it meanwhile is fine). */
+  private async secret(name: string, data: Buffer): Promise<string> {
+    const find = async (): Promise<string | undefined> => {
+      const found = (await this.docker.listSecrets({ filters: { name: [name] } }).catch((err: unknown) => {
+        throw this.error('list the TLS secrets', err);
+      })) as unknown as Array<{ ID: string; Spec?: { Name?: string } }>;
+      return found.find((x) => x.Spec?.Name === name)?.ID;
+    };
+    const existing = await find();
+    if (existing) return existing;
+    try {
+      const made = (await this.docker.createSecret({ Name: name, Labels: { ...this.o.labels, [MANAGER_LABEL]: this.o.manager }, Data: data.toString('base64') })) as { id?: string; ID?: string };
+      return (made.id ?? made.ID)!;
+    } catch (err) {
+      const raced = statusCode(err) === 409 ? await find() : undefined;
+      if (raced) return raced;
+      throw this.error('make the TLS secret for the runners', err);
+    }
+  }
+
+  private spec(group: string, replicas: number, secrets: SecretReference[]): Docker.CreateServiceOptions {
     const socket = this.runnerEngine.socket;
     const stopNs = (this.o.stopTimeoutS ?? 30) * 1e9;
     return {
@@ -173,11 +237,12 @@ export class SwarmPlane implements ControlPlane {
         ContainerSpec: {
           Image: this.o.image,
           // Each task its own folder (a runner clears its folder when it starts) and its own name in its containers' labels.
-          Env: runnerEnvironment(this.o, `${this.o.iofsRoot}/{{.Task.Slot}}`, this.runnerEngine),
+          Env: runnerEnvironment(this.o, `${this.o.iofsRoot}/{{.Task.Slot}}`, this.runnerEngine, secrets.length > 0 ? SWARM_TLS_FILES : undefined),
           Hostname: '{{.Task.ID}}',
           Labels: { ...this.o.labels, [GROUP_LABEL]: group, [MANAGER_LABEL]: this.o.manager },
           Mounts: [...(socket ? [{ Type: 'bind', Source: socket, Target: '/var/run/docker.sock' }] : []), { Type: 'bind', Source: this.o.iofsRoot, Target: this.o.iofsRoot }],
           StopGracePeriod: stopNs,
+          ...(secrets.length > 0 ? { Secrets: secrets } : {}),
         },
         RestartPolicy: { Condition: 'on-failure', MaxAttempts: 3 },
         ...(this.o.network ? { Networks: [{ Target: this.o.network }] } : {}),
