@@ -7,7 +7,7 @@
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
-import { engineCheck, FnLookup, InvokeHandler, SyslogForwarder } from '../server/index.js';
+import { engineCheck, FnLookup, InvokeHandler, networkCheck, SyslogForwarder } from '../server/index.js';
 import { detachedCalls, durableRedis, reconcilerFor, recorderFor, startAgent } from './common.js';
 import type { Role } from './parts.js';
 
@@ -18,7 +18,9 @@ export const full: Role = async (ctx, made) => {
   metrics?.watchQueue(queue);
   const changes = (made.changes = new Changes(logger));
   made.api = true;
-  const agent = (made.agent = made.invoker = await startAgent(ctx, changes));
+  const { agent, network } = await startAgent(ctx, changes);
+  made.agent = made.invoker = agent;
+  made.listening = () => network.start();
   const recorder = recorderFor(config, logger, datastore.calls);
   if (recorder) {
     made.recorder = recorder;
@@ -39,6 +41,6 @@ export const full: Role = async (ctx, made) => {
   made.workers = workers;
   made.invoke = new InvokeHandler({ invoker: agent, detached: intake, lookup: new FnLookup(datastore, changes), logger, maxRequestBytes: config.agent.maxRequestBytes });
   made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
-  // Calls need the engine: without it this node is up (the API works) but not ready for calls.
-  made.checks = [engineCheck(agent.driver)];
+  // Calls need the engine: without it this node is up (the API works) but not ready for calls; nor without the fence its functions should have.
+  made.checks = [engineCheck(agent.driver), ...networkCheck(network)];
 };
