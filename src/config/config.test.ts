@@ -107,6 +107,22 @@ describe('compileConfig', () => {
     expect(() => compileConfig({ FN_CONTAINER_LABEL_TAG: 'a b' }, dir)).toThrow(/FN_CONTAINER_LABEL_TAG=a b is not a valid label value/);
   });
 
+  it("fences functions' network by default; reads FNTS_FUNCTION_NETWORK, its name and its blocked ranges, and refuses what the fence could not use", () => {
+    const a = compileConfig({}, dir).agent;
+    expect([a.functionNetwork, a.functionNetworkName, a.functionNetworkBlock]).toEqual(['isolated', 'fnts-functions', { defaults: true, cidrs: [] }]);
+    const b = compileConfig({ FNTS_FUNCTION_NETWORK: 'OPEN', FNTS_FUNCTION_NETWORK_NAME: 'fns.blue', FNTS_FUNCTION_NETWORK_BLOCK: 'default, 10.0.0.0/8 192.168.7.9' }, dir).agent;
+    expect([b.functionNetwork, b.functionNetworkName, b.functionNetworkBlock]).toEqual(['open', 'fns.blue', { defaults: true, cidrs: ['10.0.0.0/8', '192.168.7.9/32'] }]);
+    // Without the word default, the list replaces it.
+    expect(compileConfig({ FNTS_FUNCTION_NETWORK_BLOCK: '169.254.169.254' }, dir).agent.functionNetworkBlock).toEqual({ defaults: false, cidrs: ['169.254.169.254/32'] });
+    expect(() => compileConfig({ FNTS_FUNCTION_NETWORK: 'closed' }, dir)).toThrow(new ConfigError('FNTS_FUNCTION_NETWORK=closed is not supported; use one of: isolated, open'));
+    expect(() => compileConfig({ FNTS_FUNCTION_NETWORK_NAME: '-x' }, dir)).toThrow(/FNTS_FUNCTION_NETWORK_NAME=-x is not a network name; use up to 63 letters/);
+    expect(() => compileConfig({ FNTS_FUNCTION_NETWORK_BLOCK: 'default,10.0.0.0/33' }, dir)).toThrow(
+      /FNTS_FUNCTION_NETWORK_BLOCK has 10.0.0.0\/33, which is not an IPv4 range; list ranges such as 10.0.0.0\/8/,
+    );
+    expect(() => compileConfig({ FNTS_FUNCTION_NETWORK_BLOCK: 'fd00::/8' }, dir)).toThrow(/fd00::\/8, which is not an IPv4 range \(IPv6 ranges are not needed/);
+    expect(() => compileConfig({ FNTS_FUNCTION_NETWORK_BLOCK: '300.1.1.1' }, dir)).toThrow(/300.1.1.1, which is not an IPv4 range/);
+  });
+
   it('takes FN_MQ_URL as a Redis URL, and refuses another queue with what to use instead', () => {
     expect(compileConfig({}, dir).mqUrl).toBeUndefined();
     expect(compileConfig({ FN_MQ_URL: 'redis://queue:6379/2' }, dir).mqUrl).toBe('redis://queue:6379/2');

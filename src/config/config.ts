@@ -320,8 +320,27 @@ export interface AgentSettings {
   readonly iofsPath: string;
   /** FN_IOFS_TMPFS: each container's socket folder a size-capped tmpfs: `auto` (where this process can mount beside the engine), `true` (required), `false`. */
   readonly iofsTmpfs: 'auto' | 'true' | 'false';
-  /** FN_DOCKER_NETWORKS (space or comma separated) */
+  /**
+   * FN_DOCKER_NETWORKS (space or comma separated): the operator's network
+   * for functions, the first joined; set, fnts fences nothing (the operator
+   * does).
+   */
   readonly dockerNetworks: readonly string[];
+  /**
+   * FNTS_FUNCTION_NETWORK (isolated): `isolated` puts functions on a network
+   * fnts fences (no connection to this host, other functions, link-local
+   * addresses, the host's networks: drivers/docker/network.ts); `open` keeps
+   * them on Docker's default bridge, reaching whatever it reaches.
+   */
+  readonly functionNetwork: 'isolated' | 'open';
+  /** FNTS_FUNCTION_NETWORK_NAME (fnts-functions): that network's name, shared by the fnts servers of one engine. */
+  readonly functionNetworkName: string;
+  /**
+   * FNTS_FUNCTION_NETWORK_BLOCK (`default`): the IPv4 ranges functions may
+   * not reach beyond this host; `default` stands for link-local and the
+   * host's own networks, and may be listed with more ranges or left out.
+   */
+  readonly functionNetworkBlock: { readonly defaults: boolean; readonly cidrs: readonly string[] };
   /** FN_MAX_PIDS (50) */
   readonly maxPids: number;
   /** FN_MAX_OPEN_FILES (350) */
@@ -504,6 +523,42 @@ function iofsTmpfs(env: Env): 'auto' | 'true' | 'false' {
   }
 }
 
+/** FNTS_FUNCTION_NETWORK_NAME: a Docker network name. */
+function networkName(env: Env): string {
+  const name = read(env, 'FNTS_FUNCTION_NETWORK_NAME') ?? 'fnts-functions';
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(name)) {
+    throw new ConfigError(`FNTS_FUNCTION_NETWORK_NAME=${name} is not a network name; use up to 63 letters, digits, '.', '_' or '-', starting with a letter or digit (default fnts-functions)`);
+  }
+  return name;
+}
+
+/**
+ * FNTS_FUNCTION_NETWORK_BLOCK: `default` and IPv4 ranges (a.b.c.d/n; a bare
+ * address is /32), space or comma separated. The functions' network has no
+ * IPv6, so an IPv6 range is refused rather than silently ignored.
+ */
+function blockedRanges(env: Env): { readonly defaults: boolean; readonly cidrs: readonly string[] } {
+  const raw = read(env, 'FNTS_FUNCTION_NETWORK_BLOCK');
+  if (raw === undefined) return Object.freeze({ defaults: true, cidrs: Object.freeze([]) });
+  let defaults = false;
+  const cidrs: string[] = [];
+  for (const item of raw.split(/[\s,]+/).filter(Boolean)) {
+    if (item.toLowerCase() === 'default') {
+      defaults = true;
+      continue;
+    }
+    const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/.exec(item);
+    if (!m || m.slice(1, 5).some((o) => Number(o) > 255) || Number(m[5] ?? 32) > 32) {
+      const v6 = item.includes(':') ? " (IPv6 ranges are not needed: the functions' network has no IPv6)" : '';
+      throw new ConfigError(
+        `FNTS_FUNCTION_NETWORK_BLOCK has ${item}, which is not an IPv4 range${v6}; list ranges such as 10.0.0.0/8 and the word default (link-local and the host's own networks), e.g. default,10.0.0.0/8`,
+      );
+    }
+    cidrs.push(m[5] === undefined ? `${item}/32` : item);
+  }
+  return Object.freeze({ defaults, cidrs: Object.freeze(cidrs) });
+}
+
 /**
  * Builds the default database URL: `./data/fn.db` under the working directory,
  * in Fn's `sqlite3://` form.
@@ -568,6 +623,9 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
       iofsPath,
       iofsTmpfs: iofsTmpfs(env),
       dockerNetworks: (read(env, 'FN_DOCKER_NETWORKS') ?? '').split(/[\s,]+/).filter(Boolean),
+      functionNetwork: oneOf(env, 'FNTS_FUNCTION_NETWORK', ['isolated', 'open'] as const, 'isolated'),
+      functionNetworkName: networkName(env),
+      functionNetworkBlock: blockedRanges(env),
       maxPids: integer(env, 'FN_MAX_PIDS', 50, 1, 1_000_000),
       maxOpenFiles: integer(env, 'FN_MAX_OPEN_FILES', 350, 16, 1_048_576),
       readOnlyRootfs: !flag(env, 'FN_DISABLE_READONLY_ROOTFS'),

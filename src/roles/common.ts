@@ -11,6 +11,7 @@ import {
   AsyncWorkers,
   CallSpans,
   computeCapacity,
+  instanceAlive,
   MB,
   MemoryCpuTracker,
   readHost,
@@ -24,7 +25,7 @@ import { ensureAdminToken, TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
 import { ConfigError, isLoopbackHost, type Config } from '../config/index.js';
 import { loadSecretKey, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore, type TokenStore } from '../datastore/index.js';
-import { DockerDriver } from '../drivers/index.js';
+import { DockerDriver, FunctionNetwork } from '../drivers/index.js';
 import type { Changes } from '../models/index.js';
 import { RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
 import { CallRecorder, QueueIntake, QueueReconciler, type CallRecorderOptions } from '../server/index.js';
@@ -45,10 +46,31 @@ export function createLogger(config: Config): Logger {
 }
 
 /**
- * The local agent (full and pure-runner nodes) with its Docker driver and
- * resource tracker, reporting to the role's telemetry, started: its
- * leftovers removed. Without the Docker engine the node still serves (its
- * API, its probes) and calls fail until the engine answers.
+ * The network functions join (FNTS_FUNCTION_NETWORK, FN_DOCKER_NETWORKS;
+ * drivers/docker/network.ts), made when its start() is called (the roles
+ * call it once the server listens: a start does not wait for it), or when
+ * the first container or readiness probe needs it. Closed by the driver it
+ * is given to, or by its maker.
+ */
+export function functionNetwork(config: Config, logger: Logger, instance: string): FunctionNetwork {
+  const a = config.agent;
+  return new FunctionNetwork({
+    mode: a.functionNetwork,
+    operatorNetworks: a.dockerNetworks,
+    name: a.functionNetworkName,
+    block: a.functionNetworkBlock,
+    instance,
+    isAlive: instanceAlive,
+    log: logger.child({ module: 'network' }),
+  });
+}
+
+/**
+ * The local agent (full and pure-runner nodes) with its Docker driver,
+ * functions' network and resource tracker, reporting to the role's
+ * telemetry, started: its leftovers removed. Without the Docker engine the
+ * node still serves (its API, its probes) and calls fail until the engine
+ * answers.
  */
 export async function startAgent(
   { config, logger, metrics, tracing }: RoleContext,
@@ -56,26 +78,28 @@ export async function startAgent(
   overrides: Partial<Config['agent']> = {},
   /** Where fns' secrets come from: containers get them as files (a role with the database); none: no /run/secrets. */
   secrets?: SecretSource,
-): Promise<Agent> {
+): Promise<{ agent: Agent; network: FunctionNetwork }> {
   const a = { ...config.agent, ...overrides };
   const log = logger.child({ module: 'agent' });
   // Decided before the engine is asked anything: FN_IOFS_TMPFS=true that cannot be kept stops the server.
   const dirs = await socketDirs(a.iofsTmpfs, a.iofsPath, log);
   const capacity = computeCapacity(readHost(), a.maxTotalMemoryBytes, a.maxTotalCpuMillis);
   logger.info({ memoryMB: Math.floor(capacity.memoryBytes / MB), cpuMillis: capacity.cpuMillis }, 'capacity for functions');
+  const instance = selfInstance();
+  const network = functionNetwork(config, logger, instance);
   const driver = new DockerDriver({
     pullTimeoutMs: a.hotPullTimeoutMs,
     maxPids: a.maxPids,
     maxOpenFiles: a.maxOpenFiles,
     readOnlyRootfs: a.readOnlyRootfs,
     unprivileged: a.unprivileged,
-    networks: a.dockerNetworks,
+    network,
   });
   const agent = new Agent({
     driver,
     resources: new MemoryCpuTracker(capacity),
     logger,
-    config: { ...a, instance: selfInstance() },
+    config: { ...a, instance },
     socketDirs: dirs,
     ...(secrets ? { secrets: { source: secrets, folders: secretFolders(dirs.mode, a.iofsPath, log) } } : {}),
     ...(changes ? { changes } : {}),
@@ -90,7 +114,7 @@ export async function startAgent(
   } catch (err) {
     logger.warn({ err }, 'the Docker engine does not answer: calls fail until it does (start dockerd, or set DOCKER_HOST)');
   }
-  return agent;
+  return { agent, network };
 }
 
 /**

@@ -9,7 +9,7 @@ import { LocalInvokeGuard } from '../auth/index.js';
 import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
-import { engineCheck, FnLookup, InvokeHandler, SyslogForwarder } from '../server/index.js';
+import { engineCheck, FnLookup, InvokeHandler, networkCheck, SyslogForwarder } from '../server/index.js';
 import { detachedCalls, durableRedis, openSecrets, reconcilerFor, recorderFor, secretSource, startAgent, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
@@ -22,7 +22,9 @@ export const full: Role = async (ctx, made) => {
   const secrets = (made.secrets = await openSecrets(config, logger, datastore));
   const changes = (made.changes = new Changes(logger));
   made.api = true;
-  const agent = (made.agent = made.invoker = await startAgent(ctx, changes, {}, secretSource(secrets)));
+  const { agent, network } = await startAgent(ctx, changes, {}, secretSource(secrets));
+  made.agent = made.invoker = agent;
+  made.listening = () => network.start();
   const recorder = recorderFor(config, logger, datastore.calls);
   if (recorder) {
     made.recorder = recorder;
@@ -51,6 +53,6 @@ export const full: Role = async (ctx, made) => {
     ...(guard ? { guard } : {}),
   });
   made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);
-  // Calls need the engine: without it this node is up (the API works) but not ready for calls.
-  made.checks = [engineCheck(agent.driver)];
+  // Calls need the engine: without it this node is up (the API works) but not ready for calls; nor without the fence its functions should have.
+  made.checks = [engineCheck(agent.driver), ...networkCheck(network)];
 };

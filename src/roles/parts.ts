@@ -60,6 +60,13 @@ export interface RoleParts {
   readonly grpcPort?: number;
   /** Stops what the role runs besides the above (the pool manager's loop and server); first in line at close. */
   readonly stop?: () => Promise<void>;
+  /**
+   * Told once the server listens: work the role starts in the background
+   * that must not lengthen its start (the functions' network: its iptables
+   * programs each hold the event loop while they are forked). Must not
+   * throw or block.
+   */
+  readonly listening?: () => void;
 }
 
 /** A role's parts as it makes them: what is there when it fails is released (start.ts). */

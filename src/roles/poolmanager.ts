@@ -4,20 +4,34 @@
  * (9191); the groups are scaled through FNTS_CONTROL_PLANE. It keeps no
  * database and no queue.
  */
+import { selfInstance } from '../agent/index.js';
 import { CapacityBook, PoolManager, PoolManagerServer, PoolMetrics, PREDICTORS, RunnerStatus } from '../poolmanager/index.js';
 import { createControlPlane } from '../poolmanager/planes/index.js';
-import { fleetTls, logGrpcSecurity } from './common.js';
+import { fleetTls, functionNetwork, logGrpcSecurity } from './common.js';
 import type { Role } from './parts.js';
 
 export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
   const { pool } = config;
   const log = logger.child({ module: 'poolmanager' });
+  const a = config.agent;
   // Runners get the settings that make them part of this fleet.
   const runnerEnv: Record<string, string> = {
     FN_LOG_LEVEL: config.logLevel,
     FN_LOG_FORMAT: config.logFormat,
-    ...(config.agent.containerTag ? { FN_CONTAINER_LABEL_TAG: config.agent.containerTag } : {}),
+    ...(a.containerTag ? { FN_CONTAINER_LABEL_TAG: a.containerTag } : {}),
+    FNTS_FUNCTION_NETWORK: a.functionNetwork,
+    FNTS_FUNCTION_NETWORK_NAME: a.functionNetworkName,
+    ...(a.dockerNetworks.length > 0 ? { FN_DOCKER_NETWORKS: a.dockerNetworks.join(',') } : {}),
   };
+  // Runners run in containers, where the host's iptables cannot be reached:
+  // on the engine it manages (docker, swarm: its own node) the manager
+  // makes the functions' network and its fence for them, before the first
+  // runner starts; they join it (drivers/docker/network.ts). The engine's
+  // network stays while their functions are on it, the manager stopped or not.
+  const fence = pool.controlPlane === 'kubernetes' ? undefined : functionNetwork(config, logger, selfInstance());
+  if (fence) made.stop = () => fence.close();
+  // Made before the first runner starts: a runner finding no network would run its functions unfenced.
+  await fence?.networkFor().catch(() => undefined);
   // Runners serve with the manager's own TLS files (compileConfig refuses plaintext runners the network reaches, unless FNTS_GRPC_INSECURE=true).
   const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag, config.fleet.tls);
   const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
@@ -47,6 +61,7 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
   made.stop = async () => {
     status.close();
     await plane.close();
+    await fence?.close();
   };
   const grpcPort = (made.grpcPort = await server.listen(config.fleet.grpcListenHost, pool.grpcPort));
   manager.start();
@@ -55,6 +70,7 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
     await manager.close();
     status.close();
     await plane.close();
+    await fence?.close();
   };
   logGrpcSecurity(config, logger, "the pool manager's gRPC port", grpcPort);
   if (config.fleet.insecure && !config.fleet.tls) {

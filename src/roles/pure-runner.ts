@@ -5,13 +5,15 @@
  * places it on another runner, as Fn's pure runners do.
  */
 import { RunnerServer } from '../runner/index.js';
-import { engineCheck, SyslogForwarder } from '../server/index.js';
+import { engineCheck, networkCheck, SyslogForwarder } from '../server/index.js';
 import { fleetTls, logGrpcSecurity, startAgent } from './common.js';
 import type { Role } from './parts.js';
 
 export const pureRunner: Role = async (ctx, made) => {
   const { config, logger, metrics } = ctx;
-  const agent = (made.agent = made.invoker = await startAgent(ctx, undefined, { nonBlockingResources: true }));
+  const { agent, network } = await startAgent(ctx, undefined, { nonBlockingResources: true });
+  made.agent = made.invoker = agent;
+  made.listening = () => network.start();
   const syslog = (made.syslog = new SyslogForwarder(logger.child({ module: 'syslog' })));
   agent.addListener(syslog);
   const tls = fleetTls(config);
@@ -20,5 +22,5 @@ export const pureRunner: Role = async (ctx, made) => {
   made.runner = runner;
   logGrpcSecurity(config, logger, 'the runner protocol', grpcPort);
   logger.info({ grpcPort }, `runner protocol serving on :${grpcPort}`);
-  made.checks = [engineCheck(agent.driver)];
+  made.checks = [engineCheck(agent.driver), ...networkCheck(network)];
 };

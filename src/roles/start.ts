@@ -92,6 +92,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     throw err;
   }
   const parts = made;
+  parts.listening?.();
   const port = (app.server.address() as AddressInfo).port;
   logger.info({ port, role: config.nodeType, ...(parts.datastore ? { db: config.dbUrl.replace(/\/\/[^@/]*@/, '//***@') } : {}) }, `fnts serving on :${port}`);
 

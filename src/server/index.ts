@@ -19,4 +19,4 @@ export { CallRecorder } from './records.js';
 export type { CallRecorderOptions } from './records.js';
 export { QueueIntake, QueueReconciler } from './detached.js';
 export { SyslogForwarder } from './syslog.js';
-export { datastoreCheck, engineCheck, queueCheck } from './probes.js';
+export { datastoreCheck, engineCheck, networkCheck, queueCheck } from './probes.js';

@@ -11,7 +11,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { SqlDatastore } from '../datastore/index.js';
-import type { Driver } from '../drivers/index.js';
+import type { Driver, FunctionNetwork } from '../drivers/index.js';
 import type { Queue } from '../mq/index.js';
 import type { HealthCheck, Readiness } from '../telemetry/index.js';
 import { resource } from './routing.js';
@@ -53,4 +53,14 @@ export function queueCheck(queue: Pick<Queue, 'size'>): HealthCheck {
 /** A role that runs functions needs its container engine: it answers a ping. */
 export function engineCheck(driver: Pick<Driver, 'ping'>): HealthCheck {
   return { name: 'docker', check: (signal) => driver.ping(signal) };
+}
+
+/**
+ * A role that runs functions fenced off from the platform (FNTS_FUNCTION_NETWORK=isolated,
+ * no FN_DOCKER_NETWORKS) is not ready while the fence cannot be had: the
+ * check names why (iptables unusable, fnts not on the engine's host). None
+ * when the operator chose otherwise.
+ */
+export function networkCheck(network: Pick<FunctionNetwork, 'wanted' | 'check'>): HealthCheck[] {
+  return network.wanted ? [{ name: 'network', check: (signal) => network.check(signal) }] : [];
 }

@@ -14,12 +14,12 @@ afterEach(async () => {
 });
 
 describe('health endpoints', () => {
-  it('a working full node: /health and /ready answer 200, /ready with the datastore and the Docker engine ok', async () => {
+  it("a working full node: /health and /ready answer 200, /ready with the datastore, the Docker engine and the functions' network fence ok", async () => {
     s = await startTestServer();
     const health = await s.call('/health', { method: 'GET' });
     expect({ status: health.status, body: health.json }).toEqual({ status: 200, body: { status: 'ok' } });
     const ready = await s.call('/ready', { method: 'GET' });
-    expect({ status: ready.status, body: ready.json }).toEqual({ status: 200, body: { status: 'ready', checks: { datastore: 'ok', docker: 'ok' } } });
+    expect({ status: ready.status, body: ready.json }).toEqual({ status: 200, body: { status: 'ready', checks: { datastore: 'ok', docker: 'ok', network: 'ok' } } });
   });
 
   it('an api node runs no functions: /ready asks only its datastore', async () => {
@@ -49,7 +49,7 @@ describe('health endpoints', () => {
     await s.server.datastore!.close();
     const ready = await s.call('/ready', { method: 'GET' });
     expect(ready.status).toBe(503);
-    expect(ready.json).toEqual({ status: 'not ready', checks: { datastore: 'datastore is closed', docker: 'ok' } });
+    expect(ready.json).toEqual({ status: 'not ready', checks: { datastore: 'datastore is closed', docker: 'ok', network: 'ok' } });
     expect((await s.call('/health', { method: 'GET' })).status).toBe(200);
   });
 });

@@ -31,7 +31,7 @@ if (mode === 'echo') {
 const [program, hello] = await Promise.all([ensureFunctionImage('driver-contract', PROGRAM_JS), ensureFunctionImage('hello', HELLO_FUNC_JS)]);
 const tag = process.env[RUN_TAG_ENV];
 
-const options = { pullTimeoutMs: 10_000, maxPids: 50, maxOpenFiles: 350, readOnlyRootfs: true, unprivileged: true, networks: [] };
+const options = { pullTimeoutMs: 10_000, maxPids: 50, maxOpenFiles: 350, readOnlyRootfs: true, unprivileged: true };
 
 runDriverContract('docker', () => new DockerDriver({ docker: docker(), ...options }), {
   echo: { image: program, env: { MODE: 'echo' } },

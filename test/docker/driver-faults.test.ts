@@ -36,7 +36,6 @@ runDriverFaultContract(
       maxOpenFiles: 350,
       readOnlyRootfs: true,
       unprivileged: true,
-      networks: [],
     });
     return { driver, heal: () => engine.clear(), close: () => engine.close() };
   },

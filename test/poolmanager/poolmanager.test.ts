@@ -6,19 +6,24 @@
  * LB sends them) make it start a runner container, which gets the manager's
  * certificate files mounted read-only and serves TLS only; a call placed on
  * that runner by a real LB with its own certificate runs in a function
- * container the runner started beside itself on the host engine; when the
- * advertisements stop the runner drains and is removed, its containers
- * with it.
+ * container the runner started beside itself on the host engine, on the
+ * network the manager fenced for them (a runner in a container cannot reach
+ * the host's iptables); when the advertisements stop the runner drains and
+ * is removed, its containers with it.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INSTANCE_LABEL } from '../../src/agent/index.js';
 import { makeCerts } from '../../src/cli/certs.js';
 import { poolManagerClient, RunnerClient, type ChannelTls, type PoolManagerClient } from '../../src/rpc/index.js';
+import { DEFAULT_NETWORK } from '../../src/drivers/index.js';
 import { MANAGER_LABEL } from '../../src/poolmanager/planes/index.js';
+import { containersOfFn } from '../support/containers.js';
+import { netprobeImage } from '../support/functions.js';
 import { docker, ensureFunctionImage, ensureRunnerImage, HELLO_FUNC_JS } from '../support/images.js';
 import { startFnts, type FntsProcess } from '../support/process.js';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -43,11 +48,14 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane, under mutual T
   let manager: FntsProcess;
   let client: PoolManagerClient;
   let hello: string;
+  let netprobe: string;
+  /** A port of this host on every address, as a database's would be. */
+  const hostPort = createServer((c) => c.on('error', () => undefined).end());
   let api: TestServer | undefined;
   let lb: TestServer | undefined;
 
   beforeAll(async () => {
-    const [image] = await Promise.all([ensureRunnerImage(), ensureFunctionImage('hello', HELLO_FUNC_JS).then((h) => (hello = h))]);
+    const [image] = await Promise.all([ensureRunnerImage(), ensureFunctionImage('hello', HELLO_FUNC_JS).then((h) => (hello = h)), netprobeImage().then((n) => (netprobe = n))]);
     // Runners are dialled at 127.0.0.1 (the docker plane's default) and present the manager's certificate.
     await makeCerts({ out: certs, names: ['poolmanager', 'lb'], hosts: ['127.0.0.1'], say: () => undefined });
     manager = await startFnts({
@@ -71,6 +79,7 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane, under mutual T
   });
 
   afterAll(async () => {
+    hostPort.close();
     client?.close();
     await lb?.close();
     await api?.close();
@@ -114,10 +123,20 @@ describe('FN_NODE_TYPE=poolmanager with the docker control plane, under mutual T
 
       api = await startTestServer({ FN_NODE_TYPE: 'api' });
       lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: address!, ...tlsOf('lb') });
-      const fn = await api.fn(await api.app(), hello);
+      const app = await api.app();
+      const fn = await api.fn(app, hello);
       const res = await lb.invoke(fn.id, { name: 'managed fleet' });
       expect(res.status, res.text).toBe(200);
       expect(res.json).toEqual({ message: 'Hello managed fleet' });
+
+      // The runner runs in a container, where the host's iptables are out of reach: its functions join the network the manager fenced for them.
+      const port = await new Promise<number>((resolve) => hostPort.listen(0, '0.0.0.0', () => resolve((hostPort.address() as AddressInfo).port)));
+      const probe = await api.fn(app, netprobe);
+      const seen = await lb.invoke(probe.id, { connect: [{ host: 'gateway', port }] });
+      expect(seen.status, seen.text).toBe(200);
+      expect(seen.json.connects[0]).toMatchObject({ outcome: 'EHOSTUNREACH' });
+      const [fnContainer] = await containersOfFn(probe.id);
+      expect(Object.keys(fnContainer!.NetworkSettings.Networks)).toEqual([DEFAULT_NETWORK]);
 
       const metrics = await fetch(`${manager.url}/metrics`).then((r) => r.text());
       expect(metrics).toContain('fnts_pool_runners{group="default",state="active"} 1');

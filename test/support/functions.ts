@@ -228,3 +228,67 @@ if (process.env.FN_FORMAT === 'default') {
 export function secretsImage(): Promise<string> {
   return ensureFunctionImage('secrets', SECRETS_FUNC_JS);
 }
+
+/**
+ * `netprobe`: what a function can reach on the network, tried from inside
+ * its container. It listens on NETPROBE_PORT itself (so that another
+ * function can try to reach it) and answers each call with its own address
+ * and gateway (`self`), whether IPv6 is off, and how each of its input's
+ * attempts ended, each bounded by `timeoutMs` (default 2000):
+ *   {"connect": [{"host": "gateway" | "a.b.c.d", "port": n}],   TCP connects: "connected", or the error's code
+ *    "lookup": ["name"]}                                         DNS (resolve4): "resolved", or the error's code (ENOTFOUND: the resolver answered NXDOMAIN)
+ * with the time each took (`ms`).
+ */
+export const NETPROBE_FUNC_JS = `const fdk = require('@fnproject/fdk');
+const dns = require('dns');
+const fs = require('fs');
+const net = require('net');
+const os = require('os');
+
+net.createServer((s) => s.end('peer\\n')).listen(Number(process.env.NETPROBE_PORT || 7777), '0.0.0.0');
+
+function self() {
+  const eth = (os.networkInterfaces().eth0 || []).find((a) => a.family === 'IPv4');
+  let gateway;
+  for (const line of fs.readFileSync('/proc/net/route', 'utf8').split('\\n').slice(1)) {
+    const f = line.trim().split(/\\s+/);
+    if (f[1] === '00000000' && f[2]) gateway = [6, 4, 2, 0].map((i) => parseInt(f[2].slice(i, i + 2), 16)).join('.');
+  }
+  let ipv6 = 'on';
+  try { if (fs.readFileSync('/proc/sys/net/ipv6/conf/all/disable_ipv6', 'utf8').trim() === '1') ipv6 = 'off'; } catch { ipv6 = 'absent'; }
+  return { address: eth && eth.address, gateway, ipv6 };
+}
+
+function connect(host, port, timeoutMs) {
+  const t0 = Date.now();
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    const done = (outcome) => { clearTimeout(timer); s.destroy(); resolve({ host, port, outcome, ms: Date.now() - t0 }); };
+    const timer = setTimeout(() => done('timeout'), timeoutMs);
+    s.once('connect', () => done('connected'));
+    s.once('error', (e) => done(e.code || e.message));
+  });
+}
+
+function lookup(name, timeoutMs) {
+  const t0 = Date.now();
+  const resolver = new dns.Resolver({ timeout: timeoutMs, tries: 1 });
+  return new Promise((resolve) => resolver.resolve4(name, (err) => resolve({ name, outcome: err ? err.code : 'resolved', ms: Date.now() - t0 })));
+}
+
+fdk.handle(async function (input) {
+  const cmd = input && typeof input === 'object' ? input : {};
+  const me = self();
+  const timeoutMs = cmd.timeoutMs || 2000;
+  const connects = await Promise.all((cmd.connect || []).map((t) => connect(t.host === 'gateway' ? me.gateway : t.host, t.port, timeoutMs)));
+  const lookups = await Promise.all((cmd.lookup || []).map((n) => lookup(n, timeoutMs)));
+  return { self: me, connects, lookups };
+}, { inputMode: 'json' });
+`;
+
+/** The port a netprobe function listens on. */
+export const NETPROBE_PORT = 7777;
+
+export function netprobeImage(): Promise<string> {
+  return ensureFunctionImage('netprobe', NETPROBE_FUNC_JS);
+}

@@ -24,6 +24,7 @@ import {
   type Stat,
 } from '../driver.js';
 import { within } from '../../time/index.js';
+import type { ContainerNetwork } from './network.js';
 
 /**
  * docker-modem follows an HTTP redirect from the engine by itself, with a
@@ -49,8 +50,12 @@ export interface DockerDriverOptions {
   readonly readOnlyRootfs: boolean;
   /** User 1000:1000, no capabilities, no-new-privileges; off with FN_DISABLE_UNPRIVILEGED_CONTAINERS. */
   readonly unprivileged: boolean;
-  /** FN_DOCKER_NETWORKS: the first is joined; empty means Docker's default bridge. */
-  readonly networks: readonly string[];
+  /**
+   * Which network containers join (network.ts's FunctionNetwork: fnts's
+   * fenced network, FN_DOCKER_NETWORKS's first, or Docker's bridge); closed
+   * with the driver. Without it, Docker's default bridge.
+   */
+  readonly network?: ContainerNetwork;
 }
 
 interface ImageInfo {
@@ -168,6 +173,13 @@ export class DockerDriver implements Driver {
     const t1 = performance.now();
     if (signal?.aborted) throw abortError(signal);
     const o = this.options;
+    let network: string | undefined;
+    try {
+      network = await o.network?.networkFor(signal);
+    } catch (err) {
+      if (signal?.aborted) throw abortError(signal);
+      throw err instanceof DriverError ? err : new DriverError(`could not set up the functions' network: ${engineMessage(err)}`, { cause: err });
+    }
     const user = o.unprivileged ? (ROOT_USERS.has(image.user) ? '1000:1000' : image.user) : undefined;
     const hostConfig: Docker.HostConfig = {
       Memory: spec.memoryBytes,
@@ -183,13 +195,12 @@ export class DockerDriver implements Driver {
       Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpfsBytes},mode=1777` },
       Binds: spec.mounts.map((m) => `${m.hostPath}:${m.containerPath}${m.readOnly ? ':ro' : ''}`),
       LogConfig: { Type: 'none', Config: {} },
-      ...(o.networks[0] ? { NetworkMode: o.networks[0] } : {}),
+      ...(network ? { NetworkMode: network } : {}),
       ...(spec.cpuMillis > 0 ? { CpuPeriod: 100_000, CpuQuota: spec.cpuMillis * 100 } : {}),
       ...(o.unprivileged ? { CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } : {}),
     };
-    let container: Docker.Container;
-    try {
-      container = await this.docker.createContainer({
+    const create = (): Promise<Docker.Container> =>
+      this.docker.createContainer({
         name: `${NAME_PREFIX}${spec.id}`,
         Image: spec.image,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
@@ -203,6 +214,15 @@ export class DockerDriver implements Driver {
         Tty: false,
         HostConfig: hostConfig,
       });
+    let container: Docker.Container;
+    try {
+      try {
+        container = await create();
+      } catch (err) {
+        // An engine outside swarm mode refuses a network that is gone (another server removed it): made again, once.
+        if (statusCode(err) === 404 && network && (await o.network?.reinstate(network))) container = await create();
+        else throw err;
+      }
     } catch (err) {
       if (statusCode(err) === 404) {
         // The image went away since it was inspected: forget it so the next prepare pulls.
@@ -211,7 +231,14 @@ export class DockerDriver implements Driver {
       }
       throw new DriverError(`Docker engine error creating a container for ${spec.image}: ${engineMessage(err)}`, { cause: err });
     }
-    const cookie = new DockerCookie(this.docker, container, spec, { imageMs: t1 - t0, createMs: performance.now() - t1 }, (id) => this.leftBehind(id));
+    const cookie = new DockerCookie(
+      this.docker,
+      container,
+      spec,
+      { imageMs: t1 - t0, createMs: performance.now() - t1 },
+      (id) => this.leftBehind(id),
+      network ? { name: network, owner: o.network! } : undefined,
+    );
     try {
       if (spec.logs || spec.stdin) await cookie.attach();
     } catch (err) {
@@ -279,6 +306,8 @@ export class DockerDriver implements Driver {
     clearInterval(this.retryTimer);
     this.retryTimer = undefined;
     await this.removeLeftBehind();
+    // After the containers: the last server out removes the network, which the engine refuses while one is attached.
+    await this.options.network?.close();
   }
 
   /** Containers a cookie's close() could not remove: tried again every REMOVAL_RETRY_MS until they are gone. */
@@ -336,6 +365,8 @@ class DockerCookie implements Cookie {
     readonly timings: PrepareTimings,
     /** Told of a container the engine would not remove, so the driver tries again later. */
     private readonly leftBehind: (id: string) => void,
+    /** The network the container joins, and who makes it again if it is gone at start. */
+    private readonly network?: { readonly name: string; readonly owner: ContainerNetwork },
   ) {
     this.id = container.id;
     this.settled = new Promise<RunResult>((resolve) => (this.settle = resolve));
@@ -369,7 +400,13 @@ class DockerCookie implements Cookie {
     // Armed before start so that even an instant exit is seen.
     this.result = this.watchExit();
     try {
-      await this.container.start();
+      try {
+        await this.container.start();
+      } catch (err) {
+        // In swarm mode the engine creates a container whose network is gone and refuses only its start: made again, once.
+        if (this.network && (await this.network.owner.reinstate(this.network.name))) await this.container.start();
+        else throw err;
+      }
     } catch (err) {
       // An answer from the engine means it refused this container (its
       // entrypoint, its environment); no answer means the engine is gone.
