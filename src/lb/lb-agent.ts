@@ -58,7 +58,7 @@ export interface LbAgentOptions {
    * (CallFn.secretsVersion) carries them to its runner, and goes only to
    * runners reached over mutual TLS or on loopback. Without: no secrets are sent.
    */
-  readonly secrets?: { valuesFor(fnId: string, version: string): Promise<Readonly<Record<string, string>>> };
+  readonly secrets?: { current(fnId: string, version: string): Promise<{ readonly version: string; readonly values: Readonly<Record<string, string>> }> };
   /** The first pause after a round where every runner refused (doubles up to 200 ms). */
   readonly retryDelayMs?: number;
 }
@@ -207,9 +207,8 @@ export class LbAgent implements Invoker {
   private async place(handle: LbCall, call: Call, body: Buffer): Promise<{ attempt: Extract<Attempt, { kind: 'committed' }>; runner: Runner }> {
     const t0 = performance.now();
     const deadline = t0 + call.fn.timeoutS * 1000;
-    const version = call.fn.secretsVersion;
-    const secrets = version && this.o.secrets ? await this.o.secrets.valuesFor(call.fn.fnId, version) : undefined;
-    const request = engageRequest(call, body, traceMetadata(call), secrets);
+    const { call: sent, secrets } = await this.withSecrets(call);
+    const request = engageRequest(sent, body, traceMetadata(call), secrets);
     let attempts = 0;
     let pause = this.o.retryDelayMs ?? 10;
     /** The runner where a call of this fn just ended, when that woke this one: tried first. */
@@ -295,6 +294,21 @@ export class LbAgent implements Invoker {
   /** A call of `fnId` ended on `freed`: the oldest call of that fn waiting for room tries there now. */
   private wakeOne(fnId: string, freed: Runner): void {
     this.waiting.get(fnId)?.[0]?.wake(freed);
+  }
+
+  /**
+   * The call as it goes to runners, and the values of its fn's secrets
+   * (undefined: none to send). When they changed since the call was looked
+   * up (a detached call that waited in the queue), it carries the version
+   * of the values it brings: runners' containers are keyed by it.
+   */
+  private async withSecrets(call: Call): Promise<{ call: Call; secrets: Readonly<Record<string, string>> | undefined }> {
+    const version = call.fn.secretsVersion;
+    if (!version || !this.o.secrets) return { call, secrets: undefined };
+    const now = await this.o.secrets.current(call.fn.fnId, version);
+    if (now.version === version) return { call, secrets: now.values };
+    const { secretsVersion: _old, ...fn } = call.fn;
+    return { call: { ...call, fn: Object.freeze(now.version === '' ? fn : { ...fn, secretsVersion: now.version }) }, secrets: now.version === '' ? undefined : now.values };
   }
 
   /** 500 for a call with secrets when every runner is reached in plaintext on the network. */

@@ -57,18 +57,15 @@ export class RemoteSecrets {
   }
 
   /**
-   * The values of version `version` of fn `fnId`'s secrets: kept ones, or
-   * asked for again. Rejects (503) when the API node has another version
-   * by now: the call was looked up before the secrets changed, and its
-   * containers would get values of another version than their slot key's.
+   * The secrets a call of fn `fnId` looked up with version `version` is to
+   * carry: the kept values of that version, else what the API node has now
+   * (another version when they changed since: a detached call that waited
+   * in the queue gets the values of now, and its version with them).
    */
-  async valuesFor(fnId: string, version: string): Promise<Readonly<Record<string, string>>> {
-    const key = `${fnId}\0${version}`;
-    const hit = this.kept.get(key);
-    if (hit && performance.now() - hit.at < this.o.ttlMs) return hit.values;
-    const now = await this.fetch(fnId);
-    if (now.version !== version) throw new ApiError(E.ServiceUnavailable, { message: `the secrets of fn ${fnId} changed while its call was placed: try again`, headers: { 'Retry-After': '1' } });
-    return now.values;
+  async current(fnId: string, version: string): Promise<FnSecrets> {
+    const hit = this.kept.get(`${fnId}\0${version}`);
+    if (hit && performance.now() - hit.at < this.o.ttlMs) return { version, values: hit.values };
+    return this.fetch(fnId);
   }
 
   clear(): void {

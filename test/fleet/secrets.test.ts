@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { secretsImage } from '../support/functions.js';
 import { bearer } from '../support/auth.js';
 import { dockerReachable } from '../support/images.js';
+import { startRedis, type TestRedis } from '../support/redis.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { eventually } from '../support/wait.js';
 
@@ -48,6 +49,7 @@ const docker = await dockerReachable();
 const CACHE_MS = 200;
 
 describe.skipIf(!docker)('secrets in a fleet: API node, LB and a pure runner', () => {
+  let redis: TestRedis;
   let api: TestServer;
   let runner: TestServer;
   let lb: TestServer;
@@ -57,14 +59,16 @@ describe.skipIf(!docker)('secrets in a fleet: API node, LB and a pure runner', (
   const tokens: Record<string, string> = {};
 
   beforeAll(async () => {
-    image = await secretsImage();
-    api = await startTestServer({ FN_NODE_TYPE: 'api' });
+    [image, redis] = await Promise.all([secretsImage(), startRedis()]);
+    // Detached calls wait in Redis (FN_MQ_URL) between the LB's intake and its dispatcher.
+    api = await startTestServer({ FN_NODE_TYPE: 'api', FN_MQ_URL: redis.url });
     for (const role of ['fleet', 'viewer']) tokens[role] = (await api.post('/v2/tokens', { name: role, role })).token;
     runner = await startTestServer({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '0' }, runnerLog.logger);
     // The LB speaks to the API node with a fleet token (not the admin's), and to its runner in plaintext on loopback.
     lb = await startTestServer(
       {
         FN_NODE_TYPE: 'lb',
+        FN_MQ_URL: redis.url,
         FN_RUNNER_API_URL: api.url,
         FN_RUNNER_ADDRESSES: `127.0.0.1:${runner.server.grpcPort}`,
         FNTS_LB_CACHE_MSECS: String(CACHE_MS),
@@ -78,6 +82,7 @@ describe.skipIf(!docker)('secrets in a fleet: API node, LB and a pure runner', (
     await lb?.close();
     await runner?.close();
     await api?.close();
+    await redis?.stop();
   });
 
   it("gives a function behind the LB its app's and its own secrets as files, its own winning; a changed one reaches the next container; the values show in no record, log or log output", async () => {
@@ -135,6 +140,29 @@ describe.skipIf(!docker)('secrets in a fleet: API node, LB and a pure runner', (
       expect(runnerLog.out.text).not.toContain(value);
     }
   }, 90_000);
+
+  it('gives a detached call through the LB (queued in Redis, placed by its dispatcher) the secrets too', async () => {
+    const app = await api.app();
+    const fn = await api.fn(app, image);
+    const value = secretValue('detached');
+    await putSecret(api, `fns/${fn.id}`, 'QUEUED', value);
+    const res = await lb.invoke(fn.id, {}, { 'Fn-Invoke-Type': 'detached' });
+    expect(res.status, res.text).toBe(202);
+    const id = res.headers.get('fn-call-id')!;
+    expect(await eventually(async () => (await api.call(`/v2/fns/${fn.id}/calls/${id}`, { method: 'GET' })).json?.status === 'success', 30_000)).toBe(true);
+    // The function printed what it saw (digests): its log, on the API node, shows the file, never the value.
+    let log = '';
+    expect(
+      await eventually(async () => {
+        log = (await api.call(`/v2/fns/${fn.id}/calls/${id}/log`, { method: 'GET' })).text;
+        return log.includes('secrets seen');
+      }, 10_000),
+    ).toBe(true);
+    expect(log).toContain(sha256(value));
+    expect(log).not.toContain(value);
+    expect(lbLog.out.text).not.toContain(value);
+    expect(runnerLog.out.text).not.toContain(value);
+  }, 60_000);
 
   it('answers the fleet with the values and their version; refuses callers without a token (401) or without the fleet right (403)', async () => {
     const app = await api.app();
