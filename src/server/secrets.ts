@@ -14,8 +14,9 @@
  *
  * A change retires the containers of the fns it reaches, as a config change
  * does (published as a change of the app or fn): the next calls get
- * containers started with the new values. No value is ever logged, answered
- * or put in an error: the body is parsed here and its value handed on as bytes.
+ * containers started with the new values. No value is ever logged or put in
+ * an error, nor answered but to the fleet's endpoint: the body is parsed here
+ * and its value handed on as bytes.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Datastore, SecretStore } from '../datastore/index.js';
