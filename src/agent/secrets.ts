@@ -40,9 +40,11 @@ export interface SecretSource {
    * The secrets a container of fn `fnId` of app `appId` gets, by name: the
    * app's and the fn's, the fn's winning. Called once per container start;
    * may be slow (a database read). Rejects when they cannot be read, saying
-   * why (which secret) and never what a value is.
+   * why (which secret) and never what a value is. `version`: the fn's
+   * CallFn.secretsVersion the container is for (undefined: none), for a
+   * source that holds what its calls brought (a pure runner's).
    */
-  secretsFor(appId: string, fnId: string): Promise<ReadonlyMap<string, Buffer>>;
+  secretsFor(appId: string, fnId: string, version?: string): Promise<ReadonlyMap<string, Buffer>>;
 }
 
 /** How containers' secret folders are made and removed. */
@@ -135,7 +137,7 @@ export function secretFolders(socketMode: 'tmpfs' | 'folder', root: string, log:
 export async function secretsMount(secrets: AgentSecrets | undefined, spec: FunctionSpec, dir: string, log: Logger): Promise<Mount | undefined> {
   if (!secrets) return undefined;
   try {
-    const files = await secrets.source.secretsFor(spec.appId, spec.fnId);
+    const files = await secrets.source.secretsFor(spec.appId, spec.fnId, spec.secretsVersion);
     if (files.size === 0) return undefined;
     const hostPath = await secrets.folders.open(dir, files);
     return { hostPath, containerPath: SECRETS_PATH, readOnly: true };

@@ -41,6 +41,8 @@ export interface FunctionSpec {
    * whatever the call, as Fn sets it: a container serves both types.
    */
   readonly env: Readonly<Record<string, string>>;
+  /** CallFn.secretsVersion: which version of the fn's secrets its containers get (undefined: none). */
+  readonly secretsVersion?: string;
 }
 
 /** What every container of the fn gets from the engine, whatever its format. */
@@ -95,6 +97,7 @@ function buildSpec(fn: CallFn): Omit<FunctionSpec, 'type' | 'request'> {
     idleTimeoutMs: fn.idleTimeoutS * 1000,
     requests: { sync: { ...request, isAsync: false }, detached: { ...request, isAsync: true } },
     env,
+    ...(fn.secretsVersion ? { secretsVersion: fn.secretsVersion } : {}),
   };
 }
 

@@ -7,7 +7,8 @@
  * - A value is stored only sealed (secret-box.ts), bound to its owner and
  *   name: the database never holds it in clear, and a sealed value moved to
  *   another row does not open.
- * - Values leave only through `valuesFor` (for the containers of a fn);
+ * - Values leave only through `valuesFor` (for the containers of a fn, on
+ *   this node or, through the fleet's endpoint and an LB, on a runner);
  *   listings and answers carry names, times and versions.
  * - An owner that does not exist throws `AppsNotFound` / `FnsNotFound`; a
  *   missing secret `SecretNotFound`. A write past the limits (MAX_SECRETS

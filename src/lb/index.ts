@@ -14,6 +14,8 @@ export type { CapacityAdvertisement, CapacitySnapshot, PoolManagerApi } from './
 export { ManagedPool, Runner, StaticPool } from './pool.js';
 export type { ManagedPoolOptions, RunnerConnection, RunnerPool } from './pool.js';
 export { RemoteCallStore } from './records.js';
+export { RemoteSecrets } from './secrets.js';
+export type { FnSecrets, RemoteSecretsOptions } from './secrets.js';
 export type { RemoteLookupOptions } from './lookup.js';
 export { PLACER_NAMES } from './placer.js';
 export type { AttemptReport, Placer, PlacerName, RunnerView } from './placer.js';

@@ -53,6 +53,12 @@ export interface LbAgentOptions {
    * runners for each call's log.
    */
   readonly callListeners?: readonly CallListener[];
+  /**
+   * The values of fns' secrets (lb/secrets.ts): a call of a fn with secrets
+   * (CallFn.secretsVersion) carries them to its runner, and goes only to
+   * runners reached over mutual TLS or on loopback. Without: no secrets are sent.
+   */
+  readonly secrets?: { current(fnId: string, version: string): Promise<{ readonly version: string; readonly values: Readonly<Record<string, string>> }> };
   /** The first pause after a round where every runner refused (doubles up to 200 ms). */
   readonly retryDelayMs?: number;
 }
@@ -114,6 +120,8 @@ export class LbAgent implements Invoker {
   private closing = false;
   private readonly wantLog: boolean;
   private idle: (() => void) | undefined;
+  /** A call with secrets found no runner they may be sent to: said once, at warn. */
+  private saidPlaintext = false;
   /**
    * Calls every runner refused, per fn, oldest first: when a call of that
    * fn ends on a runner (its container is free there now), the oldest is
@@ -199,7 +207,8 @@ export class LbAgent implements Invoker {
   private async place(handle: LbCall, call: Call, body: Buffer): Promise<{ attempt: Extract<Attempt, { kind: 'committed' }>; runner: Runner }> {
     const t0 = performance.now();
     const deadline = t0 + call.fn.timeoutS * 1000;
-    const request = engageRequest(call, body, traceMetadata(call));
+    const { call: sent, secrets } = await this.withSecrets(call);
+    const request = engageRequest(sent, body, traceMetadata(call), secrets);
     let attempts = 0;
     let pause = this.o.retryDelayMs ?? 10;
     /** The runner where a call of this fn just ended, when that woke this one: tried first. */
@@ -207,7 +216,13 @@ export class LbAgent implements Invoker {
     let rounds = 0;
     for (;;) {
       rounds++;
-      const runners = this.o.pool.runners(call.fn.runnerGroup);
+      let runners = this.o.pool.runners(call.fn.runnerGroup);
+      // Secrets go only where nobody between could read them.
+      if (secrets !== undefined) {
+        const all = runners;
+        runners = runners.filter((r) => r.client.secure === true);
+        if (runners.length === 0 && all.length > 0) throw this.plaintext(all);
+      }
       let round = this.o.placer.order(call.fn.fnId, runners) as Runner[];
       // Every runner held down: try them all rather than fail without asking.
       if (round.length === 0 && runners.every((r) => !r.up)) round = [...runners];
@@ -279,6 +294,33 @@ export class LbAgent implements Invoker {
   /** A call of `fnId` ended on `freed`: the oldest call of that fn waiting for room tries there now. */
   private wakeOne(fnId: string, freed: Runner): void {
     this.waiting.get(fnId)?.[0]?.wake(freed);
+  }
+
+  /**
+   * The call as it goes to runners, and the values of its fn's secrets
+   * (undefined: none to send). When they changed since the call was looked
+   * up (a detached call that waited in the queue), it carries the version
+   * of the values it brings: runners' containers are keyed by it.
+   */
+  private async withSecrets(call: Call): Promise<{ call: Call; secrets: Readonly<Record<string, string>> | undefined }> {
+    const version = call.fn.secretsVersion;
+    if (!version || !this.o.secrets) return { call, secrets: undefined };
+    const now = await this.o.secrets.current(call.fn.fnId, version);
+    if (now.version === version) return { call, secrets: now.values };
+    const { secretsVersion: _old, ...fn } = call.fn;
+    return { call: { ...call, fn: Object.freeze(now.version === '' ? fn : { ...fn, secretsVersion: now.version }) }, secrets: now.version === '' ? undefined : now.values };
+  }
+
+  /** 500 for a call with secrets when every runner is reached in plaintext on the network. */
+  private plaintext(runners: readonly Runner[]): ApiError {
+    const message =
+      `this fn has secrets, and the LB sends them only over mutual TLS or to a runner on loopback; its runners (${runners.map((r) => r.address).join(', ')}) are reached in plaintext: ` +
+      'set FNTS_GRPC_TLS_CERT, FNTS_GRPC_TLS_KEY and FNTS_GRPC_TLS_CA on the LB and its runners (fnts certs makes them)';
+    if (!this.saidPlaintext) {
+      this.saidPlaintext = true;
+      this.log.warn({ runners: runners.map((r) => r.address) }, `calls of fns with secrets fail: ${message}`);
+    }
+    return new ApiError(E.SecretsUnavailable, { message });
   }
 
   private tellCalls(fn: (l: CallListener) => void): void {

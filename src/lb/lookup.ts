@@ -12,6 +12,10 @@
  * to an unknown fn does not become a flood on the API node. When the API
  * node cannot be reached, an entry up to a minute old is still used (calls
  * go on through an API node restart); past that, calls get 503.
+ *
+ * With `secrets` (lb/secrets.ts) each lookup of a fn also asks for its
+ * secrets (GET /v2/runner/fns/{fnID}/secrets): the fn's CallFn carries
+ * their version, so runners' slot keys change when they do.
  */
 import { callFn, E, remoteError, ApiError, type App, type Fn, type FnFormat } from '../models/index.js';
 import type { Target, TargetLookup } from '../call/index.js';
@@ -27,6 +31,12 @@ export interface RemoteLookupOptions {
   readonly timeoutMs?: number;
   /** FN_TOKEN: sent as `Authorization: Bearer` (a token with the fleet role). */
   readonly token?: string | undefined;
+  /**
+   * The fns' secrets (lb/secrets.ts): each lookup asks for them too, for
+   * their version (CallFn.secretsVersion) and to keep their values for the
+   * calls. Without: fns are looked up as having none.
+   */
+  readonly secrets?: { fetch(fnId: string): Promise<{ readonly version: string }> } | undefined;
 }
 
 interface Entry {
@@ -118,8 +128,8 @@ export class RemoteLookup implements TargetLookup {
   byFn(fnId: string): Target | Promise<Target> {
     return this.cached(`f\0${fnId}`, async () => {
       const fn = fnOf(await this.get(`/v2/fns/${encodeURIComponent(fnId)}`));
-      const app = appOf(await this.get(`/v2/apps/${encodeURIComponent(fn.app_id)}`));
-      return { fn: callFn(app, fn) };
+      const [app, version] = await Promise.all([this.get(`/v2/apps/${encodeURIComponent(fn.app_id)}`).then(appOf), this.secretsVersion(fn.id)]);
+      return { fn: callFn(app, fn, version) };
     });
   }
 
@@ -133,12 +143,17 @@ export class RemoteLookup implements TargetLookup {
       const path = (source.startsWith('/') ? source : `/${source}`).split('/').map(encodeURIComponent).join('/');
       const trigger = await this.get(`/v2/runner/apps/${encodeURIComponent(app.id)}/triggerBySource/http/${path}`);
       const fn = fnOf(await this.get(`/v2/fns/${encodeURIComponent(str(trigger.fn_id))}`));
-      return { fn: callFn(app, fn), triggerId: str(trigger.id) };
+      return { fn: callFn(app, fn, await this.secretsVersion(fn.id)), triggerId: str(trigger.id) };
     });
   }
 
   clear(): void {
     this.entries.clear();
+  }
+
+  /** The version of fn `fnId`'s secrets ('' for none), its values kept for its calls meanwhile. */
+  private async secretsVersion(fnId: string): Promise<string> {
+    return this.o.secrets ? (await this.o.secrets.fetch(fnId)).version : '';
   }
 
   private cached(key: string, load: () => Promise<Target>): Target | Promise<Target> {

@@ -27,7 +27,7 @@ import type { CapacitySnapshot, PoolManagerApi } from './npm-client.js';
 const MAX_DOWN_MS = 5_000;
 
 /** What a pool and the LB use of a runner's client (RunnerClient; a small double in unit tests). */
-export type RunnerConnection = Pick<RunnerClient, 'address' | 'reachable' | 'engage' | 'close'> & Partial<Pick<RunnerClient, 'draining'>>;
+export type RunnerConnection = Pick<RunnerClient, 'address' | 'reachable' | 'engage' | 'close'> & Partial<Pick<RunnerClient, 'draining' | 'secure'>>;
 
 /** A runner as the LB tracks it: the placer's view, plus its client, failure backoff and drain. */
 export class Runner implements RunnerView {

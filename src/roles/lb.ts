@@ -7,7 +7,7 @@
  * Redis queue the LBs and the API node share (FN_MQ_URL).
  */
 import { selfInstance } from '../agent/index.js';
-import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteInvokeGuard, RemoteLookup, runnersCheck, StaticPool, type RunnerPool } from '../lb/index.js';
+import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteInvokeGuard, RemoteLookup, RemoteSecrets, runnersCheck, StaticPool, type RunnerPool } from '../lb/index.js';
 import { RunnerClient } from '../rpc/index.js';
 import { InvokeHandler } from '../server/index.js';
 import { detachedCalls, durableRedis, fleetTls, recorderFor } from './common.js';
@@ -38,8 +38,11 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
   const store = new RemoteCallStore(fleet.runnerApiUrl!, config.auth.apiToken);
   const recorder = recorderFor(config, logger, store);
   if (recorder) made.recorder = recorder;
+  // Fns' secrets from the API node, kept no longer than its lookups: sent to runners with their calls.
+  const secrets = new RemoteSecrets({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs, token: config.auth.apiToken });
   const invoker = new LbAgent({
     pool,
+    secrets,
     placer: createPlacer(fleet.placer),
     log: logger,
     ...(metrics ? { listeners: [metrics] } : {}),
@@ -47,7 +50,7 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
   });
   made.invoker = invoker;
   metrics?.watchRunners(() => invoker.view);
-  const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs, token: config.auth.apiToken });
+  const lookup = new RemoteLookup({ apiUrl: fleet.runnerApiUrl!, ttlMs: fleet.lbCacheMs, token: config.auth.apiToken, secrets });
   // Detached calls need a queue every LB shares (FN_MQ_URL): the LBs' dispatchers place them like any call.
   let intake;
   if (config.mqUrl) {

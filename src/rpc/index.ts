@@ -20,7 +20,7 @@ export type {
   PoolRunnerMsg,
   TimestampMsg,
 } from './poolmanager-protocol.js';
-export { engageRequest, RunnerClient } from './runner-client.js';
+export { engageRequest, loopbackAddress, RunnerClient } from './runner-client.js';
 export type { Attempt, EngageOptions, EngageRequest, RunnerClientOptions } from './runner-client.js';
 export {
   DRAINING_HEADER,
@@ -33,6 +33,8 @@ export {
   refusalMessage,
   roomFromRefusal,
   runnerStatusMessage,
+  SECRETS_FIELD,
+  takeSecrets,
   wireCallJson,
 } from './runner-protocol.js';
 export type { CallFinishedMsg, CallResultStartMsg, ClientMsg, DataFrameMsg, HttpHeaderMsg, RunnerMsg, RunnerStatusMsg, TryCallMsg } from './runner-protocol.js';

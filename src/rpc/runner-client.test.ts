@@ -5,11 +5,11 @@
 import { constants as h2 } from 'node:http2';
 import type { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Call } from '../models/index.js';
+import { callFromJson, type Call } from '../models/index.js';
 import { GrpcH2Server, type GrpcServerCall } from './server.js';
-import { DRAINING_HEADER, refusalMessage, type CallFinishedMsg, type RunnerMsg } from './runner-protocol.js';
+import { DRAINING_HEADER, refusalMessage, SECRETS_FIELD, takeSecrets, type CallFinishedMsg, type RunnerMsg } from './runner-protocol.js';
 import { encodeClientMsg, encodeRunnerMsg, ENGAGE_PATH } from './wire.js';
-import { RunnerClient, type EngageRequest } from './runner-client.js';
+import { engageRequest, loopbackAddress, RunnerClient, type EngageRequest } from './runner-client.js';
 import { Runner } from '../lb/pool.js';
 
 let server: GrpcH2Server | undefined;
@@ -142,5 +142,35 @@ describe('RunnerClient', () => {
     expect(attempt.kind).toBe('committed');
     if (attempt.kind !== 'committed') return;
     await expect(attempt.response).rejects.toMatchObject({ status: 502, message: 'the function crashed' });
+  });
+});
+
+describe('secrets on the wire', () => {
+  it('go in models_call_json only when given, and a runner takes them out', () => {
+    const call = callFromJson({ id: 'c1', app_id: 'a1', fn_id: 'f1', image: 'img:1', secrets_version: 'ab12' });
+    const plain = JSON.parse(engageRequest(call, Buffer.alloc(0)).callJson);
+    expect(plain).not.toHaveProperty(SECRETS_FIELD);
+    const request = engageRequest(call, Buffer.alloc(0), {}, { TOKEN: 's3cret' });
+    expect(request.withSecrets).toBe(true);
+    const parsed = JSON.parse(request.callJson);
+    expect(takeSecrets(parsed)).toEqual(new Map([['TOKEN', 's3cret']]));
+    expect(parsed).not.toHaveProperty(SECRETS_FIELD);
+    expect(callFromJson(parsed).fn.secretsVersion).toBe('ab12');
+    expect(takeSecrets({ id: 'c1' })).toBeUndefined();
+    expect(() => takeSecrets({ [SECRETS_FIELD]: { TOKEN: 1 } })).toThrow(/fnts_secrets.TOKEN must be a string/);
+    expect(() => takeSecrets({ [SECRETS_FIELD]: { '../x': 'v' } })).toThrow();
+  });
+
+  it('go only to a runner on loopback or over mutual TLS', async () => {
+    expect(['127.0.0.1:9190', 'localhost:9190', '[::1]:9190', '127.3.2.1:1'].map(loopbackAddress)).toEqual([true, true, true, true]);
+    expect(['10.0.0.1:9190', 'runner:9190', '[::2]:9190', '128.0.0.1:1'].map(loopbackAddress)).toEqual([false, false, false, false]);
+    const exposed = new RunnerClient('192.0.2.1:9190');
+    try {
+      expect(exposed.secure).toBe(false);
+      const call = callFromJson({ id: 'c1', app_id: 'a1', fn_id: 'f1', image: 'img:1', secrets_version: 'ab12' });
+      expect(await exposed.engage(engageRequest(call, Buffer.alloc(0), {}, { TOKEN: 's3cret' }))).toMatchObject({ kind: 'failed' });
+    } finally {
+      exposed.close();
+    }
   });
 });

@@ -17,6 +17,7 @@
  * any headers is a call that never reached a runner.
  */
 import { constants as h2, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import { isIPv4 } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { type CallResponse, type RawHeaders, triggerAnswer } from '../call/index.js';
 import { remoteError, type Call } from '../models/index.js';
@@ -74,9 +75,16 @@ export interface EngageRequest {
   readonly callJson: string;
   readonly bodyFrames: Buffer;
   readonly metadata: Record<string, string>;
+  /** callJson holds the fn's secrets: never sent on a connection that is not `secure`. */
+  readonly withSecrets?: boolean;
 }
 
-export function engageRequest(call: Call, body: Buffer, metadata: Record<string, string> = {}): EngageRequest {
+/**
+ * `secrets`: the values of the fn's secrets, sent in models_call_json
+ * (SECRETS_FIELD); the request then says so (`withSecrets`), and is to be
+ * sent only to runners whose connection is `secure`.
+ */
+export function engageRequest(call: Call, body: Buffer, metadata: Record<string, string> = {}, secrets?: Readonly<Record<string, string>>): EngageRequest {
   const frames: Buffer[] = [];
   let at = 0;
   do {
@@ -84,7 +92,13 @@ export function engageRequest(call: Call, body: Buffer, metadata: Record<string,
     frames.push(encodeClientMsg({ data: { data: body.subarray(at, end), eof: end === body.length } }));
     at = end;
   } while (at < body.length);
-  return { call, callJson: JSON.stringify(wireCallJson(call)), bodyFrames: frames.length === 1 ? frames[0]! : Buffer.concat(frames), metadata };
+  return {
+    call,
+    callJson: JSON.stringify(wireCallJson(call, secrets)),
+    bodyFrames: frames.length === 1 ? frames[0]! : Buffer.concat(frames),
+    metadata,
+    ...(secrets !== undefined ? { withSecrets: true } : {}),
+  };
 }
 
 /** One attempt's bytes: its TryCall (the extensions it asks for), then the body's frames, as one write. */
@@ -105,6 +119,8 @@ export interface EngageOptions {
 export class RunnerClient {
   private readonly channel: H2Channel;
   private readonly graceMs: number;
+  /** The connection has mutual TLS, or the runner is on loopback: a call's secrets may go over it. */
+  readonly secure: boolean;
 
   constructor(
     readonly address: string,
@@ -113,6 +129,7 @@ export class RunnerClient {
     // Room for a call's log in the trailers (FN_MAX_LOG_SIZE_BYTES, 1 MiB by default, base64).
     this.channel = new H2Channel(address, { tls: options.tls, maxHeaderListBytes: 4 * 1024 * 1024 });
     this.graceMs = options.graceMs ?? 10_000;
+    this.secure = options.tls !== undefined || loopbackAddress(address);
     this.channel.open();
   }
 
@@ -128,6 +145,8 @@ export class RunnerClient {
 
   /** Tries to run a call on this runner (see Attempt and Engagement). Never rejects. */
   async engage(request: EngageRequest, options: EngageOptions = {}): Promise<Attempt> {
+    // The LB checks first (lb-agent.ts); this holds whatever calls it.
+    if (request.withSecrets === true && !this.secure) return { kind: 'failed', reason: `${this.address} is reached in plaintext: a call's secrets are not sent there` };
     const timeoutMs = request.call.fn.timeoutS * 1000 + this.graceMs;
     let stream: ClientHttp2Stream;
     try {
@@ -394,4 +413,16 @@ class Engagement {
     this.broken ??= { code, details };
     if (!this.stream.closed) this.stream.close(h2.NGHTTP2_CANCEL);
   }
+}
+
+/** `host:port` names this machine (localhost, 127.0.0.0/8, ::1): nothing sent to it crosses a network. */
+export function loopbackAddress(address: string): boolean {
+  let host: string;
+  try {
+    host = new URL(`http://${address}`).hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  } catch {
+    return false;
+  }
+  if (host === 'localhost' || host.endsWith('.localhost') || host === '::1') return true;
+  return isIPv4(host) && host.startsWith('127.');
 }

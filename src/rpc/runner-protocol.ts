@@ -12,7 +12,7 @@
  * fnts's runners.
  */
 import { triggerRequestHeaders } from '../call/index.js';
-import { callToJson, type Call, type CallOutcome, type FnCallJson } from '../models/index.js';
+import { ApiError, callToJson, E, validateSecretName, type Call, type CallOutcome, type FnCallJson } from '../models/index.js';
 import type { CallFinished, CallResultStart, ClientMsg, DataFrame, HttpHeader, RunnerMsg, RunnerStatus, TryCall } from './gen/fn-runner.js';
 
 /*
@@ -57,14 +57,48 @@ export const LOG_TRAILER = 'fnts-log-bin';
  */
 export const DRAINING_HEADER = 'fnts-draining';
 
+/**
+ * fnts's extension: the values of the fn's secrets (by name, UTF-8 text),
+ * which an fnts LB puts in models_call_json under this field for a fn that
+ * has secrets, and only on a connection with mutual TLS or to a runner on
+ * loopback. An fnts runner takes them out before anything else reads the
+ * call (takeSecrets) and gives them to that fn's containers of that
+ * version (CallFn.secretsVersion) as files; they are never part of a Call,
+ * a record or the queue. Fn's runners ignore the field.
+ */
+export const SECRETS_FIELD = 'fnts_secrets';
+
+/**
+ * Takes SECRETS_FIELD out of a parsed models_call_json (the object is
+ * changed: the field is gone): the values by name, or undefined when it has
+ * none. Throws 400 InvalidJson when the field is not an object of strings
+ * (naming no value).
+ */
+export function takeSecrets(json: unknown): Map<string, string> | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json) || !(SECRETS_FIELD in json)) return undefined;
+  const j = json as Record<string, unknown>;
+  const field = j[SECRETS_FIELD];
+  delete j[SECRETS_FIELD];
+  if (field === undefined || field === null) return undefined;
+  if (typeof field !== 'object' || Array.isArray(field)) throw new ApiError(E.InvalidJSON, { message: `Invalid call: ${SECRETS_FIELD} must be an object` });
+  const out = new Map<string, string>();
+  for (const [name, value] of Object.entries(field)) {
+    if (typeof value !== 'string') throw new ApiError(E.InvalidJSON, { message: `Invalid call: ${SECRETS_FIELD}.${name} must be a string` });
+    validateSecretName(name);
+    out.set(name, value);
+  }
+  return out;
+}
+
 /** A call's body goes in frames of at most this many bytes (well under gRPC's 4 MiB message limit). */
 export const MAX_FRAME_BYTES = 64 * 1024;
 
 const NS_PER_MS = 1_000_000;
 
-/** Fn's models.Call JSON for `call`, in the wire form (a trigger call's headers decorated). */
-export function wireCallJson(call: Call): FnCallJson {
-  const json = callToJson(call);
+/** Fn's models.Call JSON for `call`, in the wire form (a trigger call's headers decorated), with the fn's `secrets` when given. */
+export function wireCallJson(call: Call, secrets?: Readonly<Record<string, string>>): FnCallJson & { [SECRETS_FIELD]?: Readonly<Record<string, string>> } {
+  const json: FnCallJson & { [SECRETS_FIELD]?: Readonly<Record<string, string>> } = callToJson(call);
+  if (secrets !== undefined) json[SECRETS_FIELD] = secrets;
   if (call.triggerId !== undefined) {
     const headers: Record<string, string[]> = {};
     const h = triggerRequestHeaders(call);

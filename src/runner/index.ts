@@ -4,3 +4,4 @@
  */
 export { RunnerServer } from './runner.js';
 export type { RunnerServerOptions } from './runner.js';
+export { RunnerSecrets } from './secrets.js';

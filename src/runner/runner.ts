@@ -22,6 +22,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
+import type { RunnerSecrets } from './secrets.js';
 import { sameName, type CallResponse, type Invoker, encodeTriggerAnswer, undecorateTrigger } from '../call/index.js';
 import { ApiError, callFromJson, E, tellEach, type Call, type CallFn } from '../models/index.js';
 import {
@@ -38,6 +39,7 @@ import {
   MAX_FRAME_BYTES,
   refusalMessage,
   runnerStatusMessage,
+  takeSecrets,
   type CallFinishedMsg,
   type RunnerStatusMsg,
   type TryCallMsg,
@@ -63,6 +65,12 @@ export interface RunnerServerOptions {
   readonly tls?: ServerTls;
   /** Told of each engagement's result (metrics). Must be cheap and must not throw (one that does is logged and skipped). */
   readonly events?: { onEngagement(result: 'handled' | 'refused'): void };
+  /**
+   * Where the secrets calls bring (an fnts LB's SECRETS_FIELD) are held
+   * for the agent's containers (runner/secrets.ts; the agent's SecretSource).
+   * Without: they are dropped, and containers get none.
+   */
+  readonly secrets?: RunnerSecrets;
 }
 
 /**
@@ -225,8 +233,11 @@ export class RunnerServer {
       return;
     }
     let call: Call;
+    let secrets: Map<string, string> | undefined;
     try {
-      call = withTraceContext(this.wireCall(tried.models_call_json), stream.metadata);
+      const wired = this.wireCall(tried.models_call_json);
+      secrets = wired.secrets;
+      call = withTraceContext(wired.call, stream.metadata);
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError(E.InvalidJSON);
       this.counted('handled');
@@ -253,7 +264,10 @@ export class RunnerServer {
     }
     // The LB says the call has waited and this runner is its first choice.
     if (tried.extensions[MAKE_ROOM_EXTENSION] === '1') this.o.invoker.makeRoom?.(call);
+    // The values the call brought, for its fn's containers of its version, while it runs.
+    const release = secrets && this.o.secrets ? this.o.secrets.hold(call.fn.fnId, call.fn.secretsVersion ?? '', secrets) : undefined;
     const running = this.o.invoker.invoke(call, body.length === 0 ? null : body);
+    if (release) running.outcome.then(release, release);
     // An fnts LB that keeps records asks for the call's log (read only then: reading it keeps it).
     const log = (): Promise<string> | undefined => (tried.extensions[LOG_EXTENSION] === '1' ? running.log : undefined);
     // The LB gave up on the call (its caller left, or it is stopping).
@@ -290,20 +304,25 @@ export class RunnerServer {
     this.finish(stream, [], finishedMessage(await running.outcome, call.fn.image, true), log());
   }
 
-  /** A call from models_call_json; a trigger call's decorated request made the caller's again (the agent decorates it for the function). */
-  private wireCall(json: string): Call {
+  /**
+   * A call from models_call_json, and the secrets it brought (taken out
+   * first: no Call holds them); a trigger call's decorated request made the
+   * caller's again (the agent decorates it for the function).
+   */
+  private wireCall(json: string): { call: Call; secrets: Map<string, string> | undefined } {
     let parsed: unknown;
     try {
       parsed = JSON.parse(json);
     } catch {
       throw new ApiError(E.InvalidJSON, { message: 'Invalid call: models_call_json is not JSON' });
     }
+    const secrets = takeSecrets(parsed);
     const call = this.fns.share(callFromJson(parsed));
-    if (call.triggerId === undefined) return call;
+    if (call.triggerId === undefined) return { call, secrets };
     const caller = undecorateTrigger(call.headers);
     // Headers not in the trigger form: the function gets them as they came.
-    if (!caller) return { ...call, triggerId: undefined };
-    return { ...call, method: caller.method, url: caller.url || call.url, headers: caller.headers };
+    if (!caller) return { call: { ...call, triggerId: undefined }, secrets };
+    return { call: { ...call, method: caller.method, url: caller.url || call.url, headers: caller.headers }, secrets };
   }
 
   /** A streamed answer as DataFrames, with backpressure. */

@@ -7,10 +7,16 @@
  *   DELETE /v2/apps/{appID}/secrets/{name}                    -> 204
  *   and the same under /v2/fns/{fnID}.
  *
+ * and for a fleet's LBs (a token with the fleet right; admin too), the values a
+ * fn's containers get, to hand to the runner that runs its call:
+ *
+ *   GET    /v2/runner/fns/{fnID}/secrets  -> {"version": "<CallFn.secretsVersion>", "secrets": {"NAME": "value"}}
+ *
  * A change retires the containers of the fns it reaches, as a config change
  * does (published as a change of the app or fn): the next calls get
- * containers started with the new values. No value is ever logged, answered
- * or put in an error: the body is parsed here and its value handed on as bytes.
+ * containers started with the new values. No value is ever logged or put in
+ * an error, nor answered but to the fleet's endpoint: the body is parsed here
+ * and its value handed on as bytes.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Datastore, SecretStore } from '../datastore/index.js';
@@ -49,6 +55,15 @@ export function registerSecretsApi(app: FastifyInstance, deps: SecretsApiDeps): 
     }
   };
 
+  // The fleet's: the values (its app's and its own, the fn's winning) with the version they are, read as one.
+  resource(app, '/v2/runner/fns/:fnID/secrets', {
+    GET: async (req, reply: FastifyReply) => {
+      const fn = await ds.getFnById(param(req, 'fnID'));
+      void reply.header('Cache-Control', 'no-store');
+      return fleetSecrets(secrets, fn.app_id, fn.id);
+    },
+  });
+
   for (const [kind, path] of [
     ['app', '/v2/apps/:appID'],
     ['fn', '/v2/fns/:fnID'],
@@ -76,5 +91,26 @@ export function registerSecretsApi(app: FastifyInstance, deps: SecretsApiDeps): 
         return reply.code(204).send();
       },
     });
+  }
+}
+
+/**
+ * The secrets of fn `fnId` of app `appId` as an LB hands them to a runner,
+ * with their version: read again until the version after the values is the
+ * one before them, so that no write between the two reads pairs values with
+ * another version than theirs.
+ */
+export async function fleetSecrets(store: Pick<SecretStore, 'valuesFor' | 'versionFor'>, appId: string, fnId: string): Promise<{ version: string; secrets: Record<string, string> }> {
+  for (let tries = 0; ; tries++) {
+    const before = await store.versionFor(appId, fnId);
+    const values = await store.valuesFor(appId, fnId);
+    const after = await store.versionFor(appId, fnId);
+    if (before === after || tries >= 5) {
+      if (before !== after) throw new ApiError(E.ServiceUnavailable, { message: `the secrets of fn ${fnId} keep changing: try again` });
+      const out: Record<string, string> = {};
+      // Values were set as UTF-8 text (models/secret.ts): they go back as that text.
+      for (const [name, value] of values) out[name] = value.toString('utf8');
+      return { version: after, secrets: out };
+    }
   }
 }
