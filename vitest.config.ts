@@ -20,7 +20,8 @@ export default defineConfig({
     // Any unhandled rejection or uncaught exception fails the run.
     setupFiles: ['test/setup/faults.ts', 'test/setup/children.ts'],
     projects: [
-      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/static/**/*.test.ts'] } },
+      // Unit files share their workers' module cache (isolate: false): a fresh fork per file cost more than the tests (39 s -> 27 s on 2 cores).
+      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/static/**/*.test.ts'], isolate: false } },
       { extends: true, test: { name: 'docker', include: ['test/**/*.test.ts'], exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**'], globalSetup: ['test/setup/global.ts'] } },
       { extends: true, test: { name: 'fleet', include: ['test/fleet/**/*.test.ts', 'test/poolmanager/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
     ],
