@@ -10,9 +10,9 @@ export { APP_SHAPES, appPatchFromJson, applyAppPatch, appToJson, DEFAULT_RUNNER_
 export type { App, AppPatch, AppShape } from './app.js';
 export { isoTime, newId, now } from './common.js';
 export type { ConfigMap } from './common.js';
-export { parseJsonObject } from './decode.js';
+export { optString, parseJsonObject } from './decode.js';
 export type { JsonObject } from './decode.js';
-export { ApiError, apiError, E, errorCode, FunctionError, invalidSyslog, MAX_SECRET_VALUE_BYTES, MAX_SECRETS, MAX_SECRETS_BYTES, remoteError, routeError } from './errors.js';
+export { ApiError, apiError, E, errorCode, FunctionError, invalidSyslog, MAX_NAME_LENGTH, MAX_SECRET_VALUE_BYTES, MAX_SECRETS, MAX_SECRETS_BYTES, remoteError, routeError } from './errors.js';
 export type { ErrorDef, ErrorName } from './errors.js';
 export {
   applyFnPatch,

@@ -13,7 +13,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { mayUseApp, rightFor, roleHas, type Principal, type TokenCheck } from '../auth/index.js';
 import type { Datastore } from '../datastore/index.js';
-import { ApiError, E, type ErrorDef } from '../models/index.js';
+import { ApiError, E, optString, parseJsonObject, type ErrorDef, type JsonObject } from '../models/index.js';
 import { pathOf, queryString } from './routing.js';
 
 declare module 'fastify' {
@@ -95,9 +95,12 @@ async function appNameOf(req: FastifyRequest, ds: Datastore): Promise<string | t
     const appId = queryString(req.query, 'app_id');
     return route === '/v2/apps' || appId === '' ? undefined : await byId(appId);
   }
-  const body = jsonObject(req.body);
-  if (route === '/v2/apps') return typeof body['name'] === 'string' ? body['name'] : undefined;
-  return typeof body['app_id'] === 'string' ? await byId(body['app_id']) : undefined;
+  // Read as the API reads it (field names in any case, as Go decodes them): what it would act on is what is checked.
+  const body = bodyObject(req.body);
+  if (body === undefined) return undefined;
+  if (route === '/v2/apps') return optString(body, 'name');
+  const appId = optString(body, 'app_id');
+  return appId === undefined ? undefined : await byId(appId);
 }
 
 /** The record, or undefined when the datastore does not have it (its 404). */
@@ -110,12 +113,11 @@ async function found<T>(lookup: Promise<T>): Promise<T | undefined> {
   }
 }
 
-function jsonObject(body: unknown): Record<string, unknown> {
-  if (!Buffer.isBuffer(body) || body.length === 0) return {};
+/** The request's JSON object; undefined when it is not one (the API answers 400 Invalid JSON for it, touching no app). */
+function bodyObject(body: unknown): JsonObject | undefined {
   try {
-    const v: unknown = JSON.parse(body.toString('utf8'));
-    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+    return parseJsonObject(body as Buffer | undefined);
   } catch {
-    return {};
+    return undefined;
   }
 }

@@ -282,6 +282,9 @@ describe('tokens, roles and app limits', () => {
       ['their triggers listed', await limited.get(`/v2/triggers?app_id=${theirs.id}`)],
       ['a fn made in their app', await limited.post('/v2/fns', { app_id: theirs.id, name: 'g', image: 'fnproject/hello' })],
       ['an app of another name', await limited.post('/v2/apps', { name: 'elsewhere' })],
+      // The API reads field names in any case, as Go does: so does the check.
+      ['a fn made in their app, App_ID', await limited.post('/v2/fns', { App_ID: theirs.id, name: 'h', image: 'fnproject/hello' })],
+      ['an app of another name, NAME', await limited.post('/v2/apps', { NAME: 'elsewhere' })],
       ['their calls', await limited.get(`/v2/fns/${theirFn.id}/calls`)],
       ['their app deleted', await limited.del(`/v2/apps/${theirs.id}`)],
     ] as const) {
