@@ -8,23 +8,23 @@
  */
 import { digestOf, REFRESH_MSECS, type InvokeGuard, type InvokeVerdict } from '../auth/index.js';
 import { ApiError, E } from '../models/index.js';
-import { apiHeaders, refusedToken } from './lookup.js';
+import { askApi } from './lookup.js';
 
 const VERDICTS: readonly InvokeVerdict[] = ['ok', 'missing', 'invalid', 'forbidden'];
 /** Answers kept at most; past it the oldest go first. */
 const MAX_KEPT = 10_000;
 
 export class RemoteInvokeGuard implements InvokeGuard {
-  private readonly url: string;
+  private readonly base: string;
   private readonly kept = new Map<string, { at: number; verdict: Promise<InvokeVerdict> }>();
 
   constructor(
-    private readonly apiUrl: string,
+    apiUrl: string,
     private readonly token: string | undefined,
     private readonly ttlMs = REFRESH_MSECS,
     private readonly timeoutMs = 5_000,
   ) {
-    this.url = `${apiUrl.replace(/\/+$/, '')}/v2/runner/tokens/check`;
+    this.base = apiUrl.replace(/\/+$/, '');
   }
 
   verdict(authorization: string | undefined, appName: string): InvokeVerdict | Promise<InvokeVerdict> {
@@ -45,22 +45,16 @@ export class RemoteInvokeGuard implements InvokeGuard {
   }
 
   private async ask(authorization: string, app: string): Promise<InvokeVerdict> {
-    let res: Response;
-    try {
-      res = await fetch(this.url, {
-        method: 'POST',
-        body: JSON.stringify({ authorization, app }),
-        headers: apiHeaders(this.token, { 'Content-Type': 'application/json' }),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-    } catch (err) {
-      throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${this.apiUrl}) cannot be reached to check the caller's token`, cause: err });
+    const { status, ok, json } = await askApi(this.base, this.token, '/v2/runner/tokens/check', {
+      method: 'POST',
+      body: { authorization, app },
+      timeoutMs: this.timeoutMs,
+      what: "to check the caller's token",
+    });
+    const verdict = json?.['verdict'] as InvokeVerdict;
+    if (!ok || !VERDICTS.includes(verdict)) {
+      throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${this.base}) could not check the caller's token (${status})` });
     }
-    if (res.status === 401 || res.status === 403) throw refusedToken(this.apiUrl, res.status);
-    const json = (await res.json().catch(() => ({}))) as { verdict?: unknown };
-    if (!res.ok || !VERDICTS.includes(json.verdict as InvokeVerdict)) {
-      throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${this.apiUrl}) could not check the caller's token (${res.status})` });
-    }
-    return json.verdict as InvokeVerdict;
+    return verdict;
   }
 }

@@ -113,6 +113,42 @@ export function refusedToken(base: string, status: number): ApiError {
   });
 }
 
+/**
+ * One request to the API node with this LB's token: its status and JSON
+ * (undefined when the body is not JSON). An API node that cannot be reached
+ * is 503 naming FN_RUNNER_API_URL (and `what` it was asked for); one that
+ * refuses this LB's token is refusedToken(). Other statuses are the
+ * caller's to read.
+ */
+export async function askApi(
+  base: string,
+  token: string | undefined,
+  path: string,
+  o: { method?: 'GET' | 'POST'; body?: unknown; timeoutMs: number; what?: string },
+): Promise<{ status: number; ok: boolean; json: Json | undefined }> {
+  let res: Response;
+  try {
+    res = await fetch(`${base}${path}`, {
+      method: o.method ?? 'GET',
+      ...(o.body === undefined ? {} : { body: JSON.stringify(o.body) }),
+      headers: apiHeaders(token, o.body === undefined ? { Accept: 'application/json' } : { 'Content-Type': 'application/json' }),
+      signal: AbortSignal.timeout(o.timeoutMs),
+    });
+  } catch (err) {
+    throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${base}) cannot be reached${o.what ? ` ${o.what}` : ''}`, cause: err });
+  }
+  if (res.status === 401 || res.status === 403) throw refusedToken(base, res.status);
+  const text = await res.text();
+  let json: Json | undefined;
+  try {
+    const v: unknown = JSON.parse(text);
+    json = v !== null && typeof v === 'object' ? (v as Json) : undefined;
+  } catch {
+    // not JSON: the caller decides by the status
+  }
+  return { status: res.status, ok: res.ok, json };
+}
+
 export class RemoteLookup implements TargetLookup {
   private readonly base: string;
   private readonly entries = new Map<string, Entry>();
@@ -185,23 +221,10 @@ export class RemoteLookup implements TargetLookup {
   }
 
   private async get(path: string): Promise<Json> {
-    let res: Response;
-    try {
-      res = await fetch(`${this.base}${path}`, { signal: AbortSignal.timeout(this.timeoutMs), headers: apiHeaders(this.o.token, { Accept: 'application/json' }) });
-    } catch (err) {
-      throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${this.base}) cannot be reached`, cause: err });
-    }
-    const text = await res.text();
-    let json: Json = {};
-    try {
-      json = JSON.parse(text) as Json;
-    } catch {
-      // reported below when the status says it failed
-    }
-    if (res.status === 401 || res.status === 403) throw refusedToken(this.base, res.status);
-    if (!res.ok) {
-      const message = typeof json.message === 'string' ? json.message : `the API node answered ${res.status}`;
-      throw remoteError(res.status >= 500 ? 503 : res.status, message);
+    const { status, ok, json = {} } = await askApi(this.base, this.o.token, path, { timeoutMs: this.timeoutMs });
+    if (!ok) {
+      const message = typeof json.message === 'string' ? json.message : `the API node answered ${status}`;
+      throw remoteError(status >= 500 ? 503 : status, message);
     }
     return json;
   }

@@ -12,7 +12,7 @@
  * logged, never put in an error, a record or the queue.
  */
 import { ApiError, E, remoteError } from '../models/index.js';
-import { apiHeaders, refusedToken } from './lookup.js';
+import { askApi } from './lookup.js';
 
 /** A fn's secrets as the API node gave them: their version (CallFn.secretsVersion, '' for none) and values by name. */
 export interface FnSecrets {
@@ -73,26 +73,19 @@ export class RemoteSecrets {
   }
 
   private async ask(fnId: string): Promise<FnSecrets> {
-    let res: Response;
-    try {
-      res = await fetch(`${this.base}/v2/runner/fns/${encodeURIComponent(fnId)}/secrets`, {
-        signal: AbortSignal.timeout(this.o.timeoutMs ?? 5_000),
-        headers: apiHeaders(this.o.token, { Accept: 'application/json' }),
-      });
-    } catch (err) {
-      throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${this.base}) cannot be reached for the secrets of fn ${fnId}`, cause: err });
-    }
-    if (res.status === 401 || res.status === 403) throw refusedToken(this.base, res.status);
-    const json = (await res.json().catch(() => undefined)) as { version?: unknown; secrets?: unknown; message?: unknown } | undefined;
+    const { status, ok, json } = await askApi(this.base, this.o.token, `/v2/runner/fns/${encodeURIComponent(fnId)}/secrets`, {
+      timeoutMs: this.o.timeoutMs ?? 5_000,
+      what: `for the secrets of fn ${fnId}`,
+    });
     // Not there (an API node without the endpoint, or the fn went meanwhile): no secrets to send.
-    if (res.status === 404) return NONE;
-    if (!res.ok) {
-      const said = json?.message;
-      const message = typeof said === 'string' ? said : `the API node answered ${res.status} for the secrets of fn ${fnId}`;
-      throw remoteError(res.status >= 500 ? 503 : res.status, message);
+    if (status === 404) return NONE;
+    if (!ok) {
+      const said = json?.['message'];
+      const message = typeof said === 'string' ? said : `the API node answered ${status} for the secrets of fn ${fnId}`;
+      throw remoteError(status >= 500 ? 503 : status, message);
     }
-    const version = json?.version;
-    const secrets = json?.secrets;
+    const version = json?.['version'];
+    const secrets = json?.['secrets'];
     if (
       typeof version !== 'string' ||
       !/^[0-9a-f]{0,64}$/.test(version) ||

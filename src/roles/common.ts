@@ -277,7 +277,7 @@ export function logGrpcSecurity(config: Config, logger: Logger, what: string, gr
  */
 export async function startTokens(config: Config, logger: Logger, store: TokenStore, made: Building): Promise<void> {
   if (!config.auth.enabled) {
-    const open = !['127.0.0.1', '::1', 'localhost'].includes(config.listenHost);
+    const open = !isLoopbackHost(config.listenHost);
     const say = 'FNTS_AUTH=off: the management API (/v2) is open to whoever reaches this port';
     if (open) logger.warn({ listen: config.listenHost }, `${say}, and it listens on ${config.listenHost}: set FNTS_AUTH=on, or FN_LISTEN_HOST=127.0.0.1`);
     else logger.info(say);

@@ -12,9 +12,7 @@
 import type { FastifyInstance } from 'fastify';
 import { isRole, LocalInvokeGuard, newToken, type TokenRegistry } from '../auth/index.js';
 import type { TokenRecord, TokenStore } from '../datastore/index.js';
-import { ApiError, E, parseJsonObject } from '../models/index.js';
-
-const MAX_NAME_LENGTH = 255;
+import { ApiError, E, MAX_NAME_LENGTH, parseJsonObject } from '../models/index.js';
 import { resource } from './routing.js';
 
 export interface TokensApiDeps {
