@@ -28,17 +28,13 @@ import {
   type ResourceChange,
   type Trigger,
 } from '../models/index.js';
-import { baseUrl, pageParams, queryString, resource } from './routing.js';
+import { baseUrl, pageParams, param, queryString, resource } from './routing.js';
 
 export interface ApiDeps {
   readonly datastore: Datastore;
   readonly publicUrl: string | undefined;
   /** Told after every successful change, so caches of fns and apps can drop stale entries and containers of a changed fn retire. */
   readonly changes?: Changes;
-}
-
-function param(req: FastifyRequest, name: string): string {
-  return (req.params as Record<string, string>)[name] ?? '';
 }
 
 function body(req: FastifyRequest): ReturnType<typeof parseJsonObject> {

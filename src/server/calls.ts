@@ -15,17 +15,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CallLogEntry, CallStore, Datastore } from '../datastore/index.js';
 import { ApiError, E, type CallRecord, type ErrorDef, RECORD_BATCH_BYTES } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
-import { pageParams, queryString, resource } from './routing.js';
+import { pageParams, param, queryString, resource } from './routing.js';
 
 export interface CallsApiDeps {
   readonly datastore: Datastore;
   readonly calls: CallStore;
   /** The queue of detached calls, for redriving dead ones. */
   readonly queue?: Queue;
-}
-
-function param(req: FastifyRequest, name: string): string {
-  return (req.params as Record<string, string>)[name] ?? '';
 }
 
 /** Unix seconds as RFC 3339, for comparing with created_at; absent is undefined; anything else is Fn's 400. */

@@ -62,6 +62,11 @@ export function isResourcePath(app: FastifyInstance, path: string): boolean {
   return resourcePaths.get(app)?.some((m) => m.test(path)) ?? false;
 }
 
+/** A route parameter of the request ('' when absent). */
+export function param(req: FastifyRequest, name: string): string {
+  return (req.params as Record<string, string>)[name] ?? '';
+}
+
 /** The path of a request URL, without its query. */
 export function pathOf(url: string): string {
   const q = url.indexOf('?');

@@ -21,17 +21,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Datastore, SecretStore } from '../datastore/index.js';
 import { ApiError, E, now, parseJsonObject, secretToJson, secretValueFromJson, validateSecretName, type Changes, type SecretOwner } from '../models/index.js';
-import { resource } from './routing.js';
+import { param, resource } from './routing.js';
 
 export interface SecretsApiDeps {
   readonly datastore: Datastore;
   readonly secrets: SecretStore;
   /** Told after every change, so that the containers of the fns it reaches retire and lookups read the new version. */
   readonly changes?: Changes;
-}
-
-function param(req: FastifyRequest, name: string): string {
-  return (req.params as Record<string, string>)[name] ?? '';
 }
 
 export function registerSecretsApi(app: FastifyInstance, deps: SecretsApiDeps): void {

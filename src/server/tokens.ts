@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import { isRole, LocalInvokeGuard, newToken, type TokenRegistry } from '../auth/index.js';
 import type { TokenRecord, TokenStore } from '../datastore/index.js';
 import { ApiError, E, MAX_NAME_LENGTH, parseJsonObject } from '../models/index.js';
-import { resource } from './routing.js';
+import { param, resource } from './routing.js';
 
 export interface TokensApiDeps {
   readonly store: TokenStore;
@@ -70,9 +70,9 @@ export function registerTokensApi(app: FastifyInstance, { store, registry }: Tok
   });
 
   resource(app, '/v2/tokens/:tokenID', {
-    GET: async (req) => tokenToJson(await byId((req.params as Record<string, string>)['tokenID'] ?? '')),
+    GET: async (req) => tokenToJson(await byId(param(req, 'tokenID'))),
     DELETE: async (req, reply) => {
-      const id = (req.params as Record<string, string>)['tokenID'] ?? '';
+      const id = param(req, 'tokenID');
       if (!(await store.removeToken(id))) throw new ApiError(E.TokenNotFound);
       await registry.refresh();
       req.log.info({ tokenId: id, by: req.principal?.tokenId }, 'API token revoked');

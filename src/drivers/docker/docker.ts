@@ -24,6 +24,7 @@ import {
   type Stat,
 } from '../driver.js';
 import { within } from '../../time/index.js';
+import { engineMessage, statusCode } from './engine-errors.js';
 import type { ContainerNetwork } from './network.js';
 
 /**
@@ -67,17 +68,6 @@ interface ImageInfo {
 const NAME_PREFIX = 'fnts-';
 
 const ROOT_USERS = new Set(['', '0', 'root', '0:0', 'root:root']);
-
-function statusCode(err: unknown): number | undefined {
-  const code = (err as { statusCode?: unknown } | null)?.statusCode;
-  return typeof code === 'number' ? code : undefined;
-}
-
-function engineMessage(err: unknown): string {
-  const json = (err as { json?: { message?: string } } | null)?.json;
-  if (json?.message) return json.message;
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** `image` parsed, or an ImageError saying why the engine cannot have it. */
 function checkedRef(image: string): ImageRef {

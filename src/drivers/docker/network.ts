@@ -48,6 +48,7 @@ import { networkInterfaces } from 'node:os';
 import type { BaseLogger } from 'pino';
 import Docker from 'dockerode';
 import { within } from '../../time/index.js';
+import { engineMessage, statusCode } from './engine-errors.js';
 import { DriverError } from '../driver.js';
 import { HostIptables, IptablesError, type Iptables } from './iptables.js';
 import {
@@ -140,17 +141,6 @@ const CLOSE_TIMEOUT_MS = 10_000;
 const RECHECK_MS = 10_000;
 
 type NetworkInfo = Docker.NetworkInspectInfo;
-
-function statusCode(err: unknown): number | undefined {
-  const code = (err as { statusCode?: unknown } | null)?.statusCode;
-  return typeof code === 'number' ? code : undefined;
-}
-
-function message(err: unknown): string {
-  const json = (err as { json?: { message?: string } } | null)?.json;
-  if (json?.message) return json.message;
-  return err instanceof Error ? err.message : String(err);
-}
 
 function defaultResolvConf(): string {
   const read = (path: string): string => {
@@ -245,10 +235,10 @@ export class FunctionNetwork implements ContainerNetwork {
       (err: unknown) => {
         this.failed = true;
         // Probes look every few seconds: the same failure is told once.
-        const said = `failed: ${message(err)}`;
+        const said = `failed: ${engineMessage(err)}`;
         if (said === this.told) return;
         this.told = said;
-        this.o.log.warn({ err: message(err) }, `could not set up the functions' network ${this.o.name} (calls fail until it is): ${message(err)}`);
+        this.o.log.warn({ err: engineMessage(err) }, `could not set up the functions' network ${this.o.name} (calls fail until it is): ${engineMessage(err)}`);
       },
     );
     return p;
@@ -372,7 +362,7 @@ export class FunctionNetwork implements ContainerNetwork {
       this.o.log.info({ networks: orphans }, 'removed the fences of functions networks that are gone');
     } catch (err) {
       // Another server removed them first, most likely: the next sweep looks again.
-      this.o.log.debug({ err: message(err) }, 'could not remove the fences of functions networks that are gone');
+      this.o.log.debug({ err: engineMessage(err) }, 'could not remove the fences of functions networks that are gone');
     }
   }
 
@@ -388,7 +378,7 @@ export class FunctionNetwork implements ContainerNetwork {
     try {
       return await this.docker.listNetworks();
     } catch (err) {
-      throw new DriverError(`Docker engine error listing networks: ${message(err)}`, { cause: err });
+      throw new DriverError(`Docker engine error listing networks: ${engineMessage(err)}`, { cause: err });
     }
   }
 
@@ -416,7 +406,7 @@ export class FunctionNetwork implements ContainerNetwork {
       return made;
     } catch (err) {
       if (err instanceof DriverError) throw err;
-      throw new DriverError(`could not create the functions' network ${name}: ${message(refused ?? err)}`, { cause: refused ?? err });
+      throw new DriverError(`could not create the functions' network ${name}: ${engineMessage(refused ?? err)}`, { cause: refused ?? err });
     }
   }
 
@@ -425,7 +415,7 @@ export class FunctionNetwork implements ContainerNetwork {
     try {
       return { snap: parseRules(await this.iptables.run(['-S'])) };
     } catch (err) {
-      return { reason: err instanceof IptablesError && err.code === 'ENOENT' ? 'iptables is not installed here' : `iptables cannot read the filter table here (${message(err)})` };
+      return { reason: err instanceof IptablesError && err.code === 'ENOENT' ? 'iptables is not installed here' : `iptables cannot read the filter table here (${engineMessage(err)})` };
     }
   }
 
@@ -475,7 +465,7 @@ export class FunctionNetwork implements ContainerNetwork {
   close(): Promise<void> {
     this.closed ??= within(
       this.release().catch((err: unknown) =>
-        this.o.log.warn({ err: message(err) }, `could not release the functions' network ${this.o.name}: ${message(err)}; the next fnts server to stop removes it`),
+        this.o.log.warn({ err: engineMessage(err) }, `could not release the functions' network ${this.o.name}: ${engineMessage(err)}; the next fnts server to stop removes it`),
       ),
       CLOSE_TIMEOUT_MS,
       () => this.o.log.warn(`releasing the functions' network ${this.o.name} took over ${CLOSE_TIMEOUT_MS} ms; left as it is (the next fnts server to stop removes it)`),
@@ -513,7 +503,7 @@ export class FunctionNetwork implements ContainerNetwork {
         this.o.log.info({ network: this.o.name }, "removed the functions' network and its fence (no other fnts server uses it)");
       } catch (err) {
         // Containers are still attached (a server killed earlier left them): network and fence stay.
-        if (statusCode(err) !== 404) this.o.log.info({ network: this.o.name, reason: message(err) }, "left the functions' network and its fence in place: containers are still on it");
+        if (statusCode(err) !== 404) this.o.log.info({ network: this.o.name, reason: engineMessage(err) }, "left the functions' network and its fence in place: containers are still on it");
       }
     }
     const snap = parseRules(await this.iptables.run(['-S']));
