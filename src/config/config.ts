@@ -10,6 +10,7 @@ import { accessSync, constants as fsConstants, existsSync, readFileSync, realpat
 import { BlockList, isIP } from 'node:net';
 import { homedir, hostname, tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join, resolve } from 'node:path';
+import { DbUrlError, parseDbUrl, type DbLocation } from './db-url.js';
 
 export type NodeType = 'full' | 'api' | 'lb' | 'pure-runner' | 'poolmanager';
 /** FNTS_CONTROL_PLANE: what the pool manager starts runners through. */
@@ -27,14 +28,19 @@ export interface Config {
   readonly port: number;
   /** FN_LISTEN_HOST: address the HTTP port binds (default all interfaces); the gRPC port's is FNTS_GRPC_LISTEN_HOST. */
   readonly listenHost: string;
-  /** FN_DB_URL as given, e.g. `sqlite3:///var/lib/fnts/fn.db`. */
+  /** FN_DB_URL as given, e.g. `sqlite3:///var/lib/fnts/fn.db`: holds the password, so never log it (`db.shown` has it hidden). */
   readonly dbUrl: string;
+  /** FN_DB_URL parsed (db-url.ts): which database, where; `shown` is the URL to print. */
+  readonly db: DbLocation;
+  /** FNTS_DB_POOL_SIZE (10): connections each node keeps to a Postgres or MySQL database (SQLite: one, and the record writer's). */
+  readonly dbPoolSize: number;
   /**
    * Where a node with a database keeps the files that go with it (the
    * secrets' key file `secret.key`, the first admin token `admin.token`):
    * FNTS_DATA_DIR when set, else the folder of FN_DB_URL's SQLite file
-   * (`./data` by default); undefined for an in-memory database without
-   * FNTS_DATA_DIR (nothing is kept, so nothing needs a place).
+   * (`./data` by default), else (Postgres, MySQL) `./data`; undefined for
+   * an in-memory database without FNTS_DATA_DIR (nothing is kept, so
+   * nothing needs a place).
    */
   readonly dataDir: string | undefined;
   /**
@@ -423,14 +429,11 @@ function secretKey(env: Env): SecretKey | undefined {
  * The data directory (see Config.dataDir): FNTS_DATA_DIR, else the folder
  * of the SQLite file FN_DB_URL names; undefined for an in-memory database.
  */
-function dataDir(env: Env, dbUrl: string, cwd: string): string | undefined {
+function dataDir(env: Env, db: DbLocation, cwd: string): string | undefined {
   const given = read(env, 'FNTS_DATA_DIR');
   if (given !== undefined) return resolve(cwd, given);
-  const m = /^sqlite3?:\/\/([^?#]*)/i.exec(dbUrl);
-  if (!m) return undefined;
-  const rest = decodeURIComponent(m[1]!);
-  if (rest === '' || rest === ':memory:') return undefined;
-  return dirname(resolve(cwd, rest));
+  if (db.kind !== 'sqlite') return resolve(cwd, 'data');
+  return db.path === ':memory:' ? undefined : dirname(db.path);
 }
 
 const NODE_TYPES: readonly NodeType[] = ['full', 'api', 'lb', 'pure-runner', 'poolmanager'];
@@ -483,11 +486,17 @@ function statsInterval(env: Env): number {
  * path (symbolic links followed, `.` and `..` gone), anything else by its URL.
  */
 export function canonicalDbLocation(dbUrl: string, cwd: string): string {
-  const m = /^sqlite3?:\/\/([^?#]*)/i.exec(dbUrl);
-  if (!m) return dbUrl;
-  const rest = decodeURIComponent(m[1]!);
-  if (rest === '' || rest === ':memory:') return 'sqlite3://:memory:';
-  const file = resolve(cwd, rest);
+  let db: DbLocation;
+  try {
+    db = parseDbUrl(dbUrl, cwd);
+  } catch {
+    return dbUrl;
+  }
+  // A database server by where it is and which database (no password, no options).
+  if (db.kind !== 'sqlite')
+    return db.kind === 'mysql' && db.socketPath !== undefined ? `mysql://${db.user}@unix(${db.socketPath})/${db.database}` : `${db.kind}://${db.user}@${db.host}:${db.port}/${db.database}`;
+  if (db.path === ':memory:') return 'sqlite3://:memory:';
+  const file = db.path;
   let dir = dirname(file);
   try {
     dir = realpathSync(dir);
@@ -577,6 +586,13 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     throw new ConfigError(`FN_PUBLIC_LB_URL=${publicUrl} is not an http(s) URL; use e.g. https://fn.example.com`);
   }
   const dbUrl = read(env, 'FN_DB_URL') ?? defaultDbUrl(cwd);
+  let db: DbLocation;
+  try {
+    db = parseDbUrl(dbUrl, cwd);
+  } catch (err) {
+    if (err instanceof DbUrlError) throw new ConfigError(err.message);
+    throw err;
+  }
   // A pure runner keeps no database: without FN_DB_URL it does not claim the
   // default data directory (a full node's, started from the same folder), but
   // is known by its gRPC port on this host, stable across its restarts.
@@ -601,7 +617,9 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     port: integer(env, 'FN_PORT', 8080, 0, 65535),
     listenHost: read(env, 'FN_LISTEN_HOST') ?? '0.0.0.0',
     dbUrl,
-    dataDir: dataDir(env, dbUrl, cwd),
+    db,
+    dbPoolSize: integer(env, 'FNTS_DB_POOL_SIZE', 10, 1, 1000),
+    dataDir: dataDir(env, db, cwd),
     secretKey: secretKey(env),
     logLevel: oneOf(env, 'FN_LOG_LEVEL', LOG_LEVELS, 'info'),
     logFormat: oneOf(env, 'FN_LOG_FORMAT', LOG_FORMATS, 'json'),

@@ -1,4 +1,6 @@
 export { compileConfig, ConfigError, isLoopbackHost, SECRET_KEY_BYTES, SecretKey } from './config.js';
+export { DbUrlError, parseDbUrl, redactDbUrl } from './db-url.js';
+export type { DbLocation, PgSslMode } from './db-url.js';
 export type {
   AgentSettings,
   AuthSettings,

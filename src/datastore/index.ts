@@ -2,7 +2,8 @@
  * datastore/ — persistence of apps, fns and triggers behind the Datastore
  * interface, call records and logs behind the CallStore interface, secrets
  * behind the SecretStore interface (sealed by secret-box.ts under the key of
- * secret-key.ts); sql/ implements them on Kysely (SQLite embedded by default).
+ * secret-key.ts); sql/ implements them on Kysely: SQLite embedded by default,
+ * Postgres or MySQL (FN_DB_URL) for several nodes on one database.
  */
 export type { AppFilter, Datastore, FnFilter, Page, PageRequest, TriggerFilter } from './datastore.js';
 export type { CallFilter, CallLogEntry, CallStore } from './calls.js';
@@ -12,7 +13,7 @@ export { loadSecretKey, SECRET_KEY_FILE, SecretKeyError } from './secret-key.js'
 export type { SecretKeySource } from './secret-key.js';
 export type { TokenRecord, TokenStore } from './tokens.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
-export { DATABASE_DISK_FULL, DiskWatch, StorageFullError } from './storage.js';
+export { DATABASE_DISK_FULL, DATABASE_UNAVAILABLE, DatabaseUnavailableError, DiskWatch, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';
-export { DatastoreClosedError, openSqlDatastore, openSqlite, SqlDatastore, SqlSecretStore, UnsupportedDatabaseError } from './sql/index.js';
-export type { Schema as SqlSchema } from './sql/index.js';
+export { DatastoreClosedError, kindOf, openSqlDatastore, openSqlite, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore, SqlSecretStore, UnsupportedDatabaseError } from './sql/index.js';
+export type { Schema as SqlSchema, SqlKind } from './sql/index.js';

@@ -87,3 +87,18 @@ export class DiskWatch {
     );
   }
 }
+
+/** fnts's own answer while the database server does not answer (Fn answers 500). */
+export const DATABASE_UNAVAILABLE: ErrorDef = Object.freeze({
+  code: 'DatabaseUnavailable',
+  status: 503,
+  message: 'The database does not answer, so the request was not served; try again shortly (fnts reconnects by itself)',
+});
+
+/** A query the database server did not answer (down, restarting, out of reach): nothing of it was done, or a transaction of it was rolled back. */
+export class DatabaseUnavailableError extends ApiError {
+  override readonly name = 'DatabaseUnavailableError';
+  constructor(cause: unknown) {
+    super(DATABASE_UNAVAILABLE, { cause, headers: { 'Retry-After': '1' } });
+  }
+}

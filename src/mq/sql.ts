@@ -18,8 +18,8 @@
  * A body no item refers to (an enqueue cut short by a crash) is removed by
  * pruneDead once ORPHAN_BODY_MS old.
  */
-import type { Kysely } from 'kysely';
-import type { SqlSchema } from '../datastore/index.js';
+import type { ExpressionBuilder, Kysely } from 'kysely';
+import { kindOf, type SqlKind, type SqlSchema } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
 
 /** Ids per `IN (...)` list: well under every database's limit on bound parameters. */
@@ -35,10 +35,15 @@ function nextTurn(): Promise<void> {
 }
 
 export class SqlQueue implements Queue {
+  /** Which database the queue is in: how an item is leased differs (see reserve). */
+  private readonly kind: SqlKind;
+
   constructor(
     private readonly db: () => Kysely<SqlSchema>,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.kind = kindOf(db());
+  }
 
   async enqueue(item: Omit<QueuedCall, 'attempts' | 'redeliveries'>, key?: string): Promise<string> {
     const at = this.now();
@@ -57,11 +62,12 @@ export class SqlQueue implements Queue {
           if (key !== undefined) {
             const earlier = await trx.selectFrom('mq_keys').select(['call_id', 'created_at']).where('fn_id', '=', item.fnId).where('key', '=', key).executeTakeFirst();
             if (earlier && earlier.created_at > at - IDEMPOTENCY_WINDOW_MS) return earlier.call_id;
-            await trx
-              .insertInto('mq_keys')
-              .values({ fn_id: item.fnId, key, call_id: item.id, created_at: at })
-              .onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
-              .execute();
+            const insert = trx.insertInto('mq_keys').values({ fn_id: item.fnId, key, call_id: item.id, created_at: at });
+            await (
+              this.kind === 'mysql'
+                ? insert.onDuplicateKeyUpdate({ call_id: item.id, created_at: at })
+                : insert.onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
+            ).execute();
             // Keys past their window are of no use any more.
             await trx
               .deleteFrom('mq_keys')
@@ -114,35 +120,69 @@ export class SqlQueue implements Queue {
   }
 
   async reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined> {
-    const now = this.now();
-    const row = await this.db()
-      .updateTable('mq')
-      // An item still `leased` here is one whose lease ended: taken back, and counted.
-      .set((eb) => ({
-        state: 'leased',
-        lease_until: now + leaseMs,
-        leased_by: holder,
-        redeliveries: eb
-          .case()
-          .when('state', '=', 'leased')
-          .then(eb('redeliveries', '+', 1))
-          .else(eb.ref('redeliveries'))
-          .end(),
-      }))
-      .where('id', '=', (eb) =>
-        eb
-          .selectFrom('mq')
-          .select('id')
-          .where((w) => w.or([w.and([w('state', '=', 'ready'), w('available_at', '<=', now)]), w.and([w('state', '=', 'leased'), w('lease_until', '<=', now)])]))
-          .orderBy('available_at')
-          .orderBy('enqueued_at')
-          .limit(1),
-      )
-      .returning(['id', 'fn_id', 'call_json', 'body_bytes', 'attempts', 'max_attempts', 'redeliveries'])
-      .executeTakeFirst();
+    const row = this.kind === 'mysql' ? await this.leaseMysql(leaseMs, holder) : await this.leaseOne(leaseMs, holder);
     if (!row) return undefined;
     const body = await this.readBody(row.id, Number(row.body_bytes));
     return { id: row.id, fnId: row.fn_id, callJson: row.call_json, body, attempts: row.attempts, maxAttempts: row.max_attempts, redeliveries: row.redeliveries };
+  }
+
+  /** What a lease sets: an item still `leased` is one whose lease ended, taken back and counted. */
+  private leaseSet(now: number, leaseMs: number, holder: string) {
+    // redeliveries first: MySQL assigns left to right, each assignment seeing the ones before it.
+    return (eb: ExpressionBuilder<SqlSchema, 'mq'>) => ({
+      redeliveries: eb
+        .case()
+        .when('state', '=', 'leased')
+        .then(eb('redeliveries', '+', 1))
+        .else(eb.ref('redeliveries'))
+        .end(),
+      state: 'leased',
+      lease_until: now + leaseMs,
+      leased_by: holder,
+    });
+  }
+
+  /** Items a lease may take at `now`: ready ones due, and leased ones whose lease ended. */
+  private static leasable(now: number) {
+    return (w: ExpressionBuilder<SqlSchema, 'mq'>) => w.or([w.and([w('state', '=', 'ready'), w('available_at', '<=', now)]), w.and([w('state', '=', 'leased'), w('lease_until', '<=', now)])]);
+  }
+
+  /**
+   * SQLite and Postgres: one statement picks the oldest leasable item and
+   * leases it. On Postgres the pick locks its row and skips rows others hold
+   * (FOR UPDATE SKIP LOCKED), so workers of several nodes lease different
+   * items at once instead of waiting on the same one, and the lease's own
+   * condition is checked again on the row it updates.
+   */
+  private async leaseOne(leaseMs: number, holder: string) {
+    const now = this.now();
+    return this.db()
+      .updateTable('mq')
+      .set(this.leaseSet(now, leaseMs, holder))
+      .where('id', '=', (eb) => {
+        const pick = eb.selectFrom('mq').select('id').where(SqlQueue.leasable(now)).orderBy('available_at').orderBy('enqueued_at').limit(1);
+        return this.kind === 'postgres' ? pick.forUpdate().skipLocked() : pick;
+      })
+      .where(SqlQueue.leasable(now))
+      .returning(['id', 'fn_id', 'call_json', 'body_bytes', 'attempts', 'max_attempts', 'redeliveries'])
+      .executeTakeFirst();
+  }
+
+  /** MySQL (no UPDATE ... RETURNING, no subquery on the updated table): pick with SKIP LOCKED, lease and read in one transaction. */
+  private async leaseMysql(leaseMs: number, holder: string) {
+    const now = this.now();
+    return this.db()
+      .transaction()
+      .execute(async (trx) => {
+        const pick = await trx.selectFrom('mq').select('id').where(SqlQueue.leasable(now)).orderBy('available_at').orderBy('enqueued_at').limit(1).forUpdate().skipLocked().executeTakeFirst();
+        if (!pick) return undefined;
+        await trx
+          .updateTable('mq')
+          .set(this.leaseSet(now, leaseMs, holder))
+          .where('id', '=', pick.id)
+          .execute();
+        return trx.selectFrom('mq').select(['id', 'fn_id', 'call_json', 'body_bytes', 'attempts', 'max_attempts', 'redeliveries']).where('id', '=', pick.id).executeTakeFirst();
+      });
   }
 
   /** A body, a chunk per turn, into one buffer of its size. */

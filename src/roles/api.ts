@@ -4,14 +4,13 @@
  * share (a table of the same database) or its LBs do (Redis, FN_MQ_URL:
  * then it also reconciles their records with the queue).
  */
-import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
-import { durableRedis, openSecrets, reconcilerFor, recorderFor, startTokens } from './common.js';
+import { durableRedis, openDatabase, openSecrets, reconcilerFor, recorderFor, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
 export const api: Role = async ({ config, logger, metrics }, made) => {
-  const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  const datastore = (made.datastore = await openDatabase(config, logger));
   await startTokens(config, logger, datastore.tokens, made);
   // Its full nodes (on the same database and data directory) read what is set here with the same key.
   made.secrets = await openSecrets(config, logger, datastore);

@@ -24,7 +24,7 @@ import {
 import { ensureAdminToken, TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
 import { ConfigError, isLoopbackHost, type Config } from '../config/index.js';
-import { loadSecretKey, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore, type TokenStore } from '../datastore/index.js';
+import { loadSecretKey, openSqlDatastore, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore, type TokenStore } from '../datastore/index.js';
 import { DockerDriver, FunctionNetwork } from '../drivers/index.js';
 import type { Changes } from '../models/index.js';
 import { RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
@@ -43,6 +43,29 @@ export function createLogger(config: Config): Logger {
   const options = { level: config.logLevel, base: { svc: 'fnts' } };
   if (config.logFormat === 'json') return pino(options);
   return pino(options, prettyStream({ sync: true, colorize: process.stdout.isTTY === true, singleLine: true, ignore: 'pid,hostname,svc', translateTime: 'SYS:standard' }));
+}
+
+/** How often, at most, the server says that the database does not answer (every failed query would say it). */
+const UNAVAILABLE_LOG_EVERY_MS = 5000;
+
+/**
+ * The database FN_DB_URL names, its schema brought up to date. While a
+ * database server does not answer, requests that need it answer 503 and
+ * the log says so (at most every 5 s); the pool reconnects by itself.
+ */
+export async function openDatabase(config: Config, logger: Logger): Promise<SqlDatastore> {
+  const log = logger.child({ module: 'datastore' });
+  let saidAt = -Infinity;
+  const datastore = await openSqlDatastore(config.db, {
+    poolSize: config.dbPoolSize,
+    onUnavailable: (err) => {
+      if (Date.now() - saidAt < UNAVAILABLE_LOG_EVERY_MS) return;
+      saidAt = Date.now();
+      log.warn({ db: config.db.shown, err: err instanceof Error ? err.message : String(err) }, 'the database does not answer: requests that need it answer 503 until it does');
+    },
+  });
+  log.info({ db: datastore.shown, kind: datastore.kind }, 'database schema up to date');
+  return datastore;
 }
 
 /**

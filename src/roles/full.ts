@@ -6,16 +6,15 @@
  * as files.
  */
 import { LocalInvokeGuard } from '../auth/index.js';
-import { openSqlDatastore } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
 import { engineCheck, FnLookup, InvokeHandler, networkCheck, SyslogForwarder } from '../server/index.js';
-import { detachedCalls, durableRedis, openSecrets, reconcilerFor, recorderFor, secretSource, startAgent, startTokens } from './common.js';
+import { detachedCalls, durableRedis, openDatabase, openSecrets, reconcilerFor, recorderFor, secretSource, startAgent, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
 export const full: Role = async (ctx, made) => {
   const { config, logger, metrics } = ctx;
-  const datastore = (made.datastore = await openSqlDatastore(config.dbUrl));
+  const datastore = (made.datastore = await openDatabase(config, logger));
   await startTokens(config, logger, datastore.tokens, made);
   const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
   metrics?.watchQueue(queue);

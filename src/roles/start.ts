@@ -94,7 +94,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   const parts = made;
   parts.listening?.();
   const port = (app.server.address() as AddressInfo).port;
-  logger.info({ port, role: config.nodeType, ...(parts.datastore ? { db: config.dbUrl.replace(/\/\/[^@/]*@/, '//***@') } : {}) }, `fnts serving on :${port}`);
+  logger.info({ port, role: config.nodeType, ...(parts.datastore ? { db: config.db.shown } : {}) }, `fnts serving on :${port}`);
 
   let closing: Promise<void> | undefined;
   const server = app;

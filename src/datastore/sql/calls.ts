@@ -13,6 +13,15 @@ import type { DiskWatch } from '../storage.js';
 import { limitOf, toPage } from './paging.js';
 import type { Schema } from './schema.js';
 
+/** The columns a record's row is keyed and filtered by, read from its JSON by the batch writers. */
+export interface RecordColumns {
+  readonly id: string;
+  readonly fn_id: string;
+  readonly app_id: string;
+  readonly status: string;
+  readonly created_at: string;
+}
+
 /**
  * How a database writes batches of call records (as JSON) and logs, each
  * batch one transaction, and prunes them: they come by the thousand per

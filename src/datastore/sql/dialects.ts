@@ -1,11 +1,15 @@
 /**
- * Opens a SqlDatastore from an Fn-style FN_DB_URL:
+ * Opens a SqlDatastore from an Fn-style FN_DB_URL (config/db-url.ts):
  *   sqlite3:///abs/path/fn.db   sqlite3://relative/fn.db   sqlite3://:memory:
+ *   postgres://user:pass@host:5432/db?sslmode=disable   (servers.ts)
+ *   mysql://user:pass@tcp(host:3306)/db                 (servers.ts)
  */
 import { mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
+import { DbUrlError, parseDbUrl, type DbLocation } from '../../config/index.js';
+import { openMysql, openPostgres, type ServerOptions } from './servers.js';
 import { inPlaceWriter, workerWriter } from './sqlite-writer.js';
 import { SqlDatastore, type Schema } from './store.js';
 
@@ -13,11 +17,11 @@ export class UnsupportedDatabaseError extends Error {
   override readonly name = 'UnsupportedDatabaseError';
 }
 
-/** The file path of a `sqlite3://` URL, or ':memory:'. */
+/** The file path of a `sqlite3://` URL, or ':memory:' (config/db-url.ts parses it). */
 export function sqlitePath(url: string, cwd: string = process.cwd()): string {
-  const rest = url.slice('sqlite3://'.length).replace(/[?#].*$/, '');
-  if (rest === ':memory:' || rest === '') return ':memory:';
-  return resolve(cwd, decodeURIComponent(rest));
+  const loc = parseDbUrl(url.replace(/^sqlite:/i, 'sqlite3:'), cwd);
+  if (loc.kind !== 'sqlite') throw new UnsupportedDatabaseError(`${loc.shown} is not a sqlite3:// URL`);
+  return loc.path;
 }
 
 function isSqliteUniqueViolation(err: unknown): boolean {
@@ -42,6 +46,8 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   database.pragma('busy_timeout = 5000');
   const db = new Kysely<Schema>({ dialect: new SqliteDialect({ database }) });
   return SqlDatastore.open(db, {
+    kind: 'sqlite',
+    location: { kind: 'sqlite', path, shown: `sqlite3://${path}` },
     isUniqueViolation: isSqliteUniqueViolation,
     isStorageFull: isSqliteFull,
     folder: path === ':memory:' ? undefined : dirname(path),
@@ -50,13 +56,26 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   });
 }
 
-export async function openSqlDatastore(url: string): Promise<SqlDatastore> {
-  const scheme = url.split(':', 1)[0]?.toLowerCase();
-  switch (scheme) {
-    case 'sqlite3':
+/**
+ * The datastore FN_DB_URL names (a URL or its parsed location), its schema
+ * brought up to date under the database's lock. Throws UnsupportedDatabaseError
+ * for a URL that names no database fnts can use (never showing its password).
+ */
+export async function openSqlDatastore(url: string | DbLocation, options: Partial<ServerOptions> = {}): Promise<SqlDatastore> {
+  let loc: DbLocation;
+  try {
+    loc = typeof url === 'string' ? parseDbUrl(url) : url;
+  } catch (err) {
+    if (err instanceof DbUrlError) throw new UnsupportedDatabaseError(err.message, { cause: err });
+    throw err;
+  }
+  const server: ServerOptions = { poolSize: options.poolSize ?? 10, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) };
+  switch (loc.kind) {
     case 'sqlite':
-      return openSqlite(sqlitePath(url.replace(/^sqlite:/i, 'sqlite3:')));
-    default:
-      throw new UnsupportedDatabaseError(`FN_DB_URL scheme "${scheme}" is not supported; use sqlite3:///path/to/fn.db`);
+      return openSqlite(loc.path);
+    case 'postgres':
+      return openPostgres(loc, server);
+    case 'mysql':
+      return openMysql(loc, server);
   }
 }

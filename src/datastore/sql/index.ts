@@ -1,4 +1,6 @@
 export { openSqlDatastore, openSqlite, sqlitePath, UnsupportedDatabaseError } from './dialects.js';
 export { SqlSecretStore } from './secrets.js';
-export { DatastoreClosedError, SqlDatastore } from './store.js';
+export { DatastoreClosedError, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore } from './store.js';
+export { kindOf } from './kinds.js';
+export type { SqlKind } from './kinds.js';
 export type { Schema } from './schema.js';

@@ -1,57 +1,60 @@
 /**
- * Schema migrations, applied in name order at startup by Kysely's Migrator.
- * Written with Kysely's schema builder so the same migrations run on SQLite
- * and Postgres. Never edit a released migration: add a new one.
+ * Schema migrations, applied in name order at startup by Kysely's Migrator
+ * (under the database's lock: store.ts). Written with Kysely's schema
+ * builder so the same migrations run on SQLite, Postgres and MySQL; where
+ * the databases differ, `kinds.ts` says how (column types, collation). On
+ * SQLite they make exactly the tables they always made. Never edit a
+ * released migration: add a new one.
  */
 import { sql, type Kysely, type Migration } from 'kysely';
+import { blob, createTable, kindOf, str, text } from './kinds.js';
 
 // Text columns hold names and ids compared bytewise; JSON columns hold config
 // and annotations; timestamps are RFC 3339 strings in UTC (sortable as text).
 const m0001: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable('apps')
-      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
-      .addColumn('name', 'varchar(255)', (c) => c.notNull().unique())
-      .addColumn('config', 'text', (c) => c.notNull())
-      .addColumn('annotations', 'text', (c) => c.notNull())
-      .addColumn('syslog_url', 'text')
-      .addColumn('shape', 'varchar(32)', (c) => c.notNull())
-      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
-      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+    await createTable(db, 'apps')
+      .addColumn('id', str(db, 64), (c) => c.primaryKey())
+      .addColumn('name', str(db, 255), (c) => c.notNull().unique())
+      .addColumn('config', text(db), (c) => c.notNull())
+      .addColumn('annotations', text(db), (c) => c.notNull())
+      .addColumn('syslog_url', text(db))
+      .addColumn('shape', str(db, 32), (c) => c.notNull())
+      .addColumn('created_at', str(db, 32), (c) => c.notNull())
+      .addColumn('updated_at', str(db, 32), (c) => c.notNull())
       .execute();
 
-    await db.schema
-      .createTable('fns')
-      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
-      .addColumn('name', 'varchar(255)', (c) => c.notNull())
-      .addColumn('app_id', 'varchar(64)', (c) => c.notNull().references('apps.id').onDelete('cascade'))
-      .addColumn('image', 'text', (c) => c.notNull())
+    await createTable(db, 'fns')
+      .addColumn('id', str(db, 64), (c) => c.primaryKey())
+      .addColumn('name', str(db, 255), (c) => c.notNull())
+      .addColumn('app_id', str(db, 64), (c) => c.notNull().references('apps.id').onDelete('cascade'))
+      .addColumn('image', text(db), (c) => c.notNull())
       .addColumn('memory', 'bigint', (c) => c.notNull())
       .addColumn('timeout', 'integer', (c) => c.notNull())
       .addColumn('idle_timeout', 'integer', (c) => c.notNull())
-      .addColumn('config', 'text', (c) => c.notNull())
-      .addColumn('annotations', 'text', (c) => c.notNull())
-      .addColumn('shape', 'varchar(32)', (c) => c.notNull())
-      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
-      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+      .addColumn('config', text(db), (c) => c.notNull())
+      .addColumn('annotations', text(db), (c) => c.notNull())
+      .addColumn('shape', str(db, 32), (c) => c.notNull())
+      .addColumn('created_at', str(db, 32), (c) => c.notNull())
+      .addColumn('updated_at', str(db, 32), (c) => c.notNull())
       .addUniqueConstraint('fns_app_id_name_unique', ['app_id', 'name'])
       .execute();
 
-    await db.schema
-      .createTable('triggers')
-      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
-      .addColumn('name', 'varchar(255)', (c) => c.notNull())
-      .addColumn('app_id', 'varchar(64)', (c) => c.notNull().references('apps.id').onDelete('cascade'))
-      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull().references('fns.id').onDelete('cascade'))
-      .addColumn('type', 'varchar(32)', (c) => c.notNull())
-      .addColumn('source', 'text', (c) => c.notNull())
-      .addColumn('annotations', 'text', (c) => c.notNull())
-      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
-      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+    await createTable(db, 'triggers')
+      .addColumn('id', str(db, 64), (c) => c.primaryKey())
+      .addColumn('name', str(db, 255), (c) => c.notNull())
+      .addColumn('app_id', str(db, 64), (c) => c.notNull().references('apps.id').onDelete('cascade'))
+      .addColumn('fn_id', str(db, 64), (c) => c.notNull().references('fns.id').onDelete('cascade'))
+      .addColumn('type', str(db, 32), (c) => c.notNull())
+      .addColumn('source', text(db), (c) => c.notNull())
+      .addColumn('annotations', text(db), (c) => c.notNull())
+      .addColumn('created_at', str(db, 32), (c) => c.notNull())
+      .addColumn('updated_at', str(db, 32), (c) => c.notNull())
       .addUniqueConstraint('triggers_app_id_fn_id_name_unique', ['app_id', 'fn_id', 'name'])
-      .addUniqueConstraint('triggers_app_id_type_source_unique', ['app_id', 'type', 'source'])
+      // MySQL indexes a text column by a prefix only: there, the same constraint is an index made below.
+      .$call((b) => (kindOf(db) === 'mysql' ? b : b.addUniqueConstraint('triggers_app_id_type_source_unique', ['app_id', 'type', 'source'])))
       .execute();
+    if (kindOf(db) === 'mysql') await sql`CREATE UNIQUE INDEX triggers_app_id_type_source_unique ON triggers (app_id, type, source(512))`.execute(db);
 
     await db.schema.createIndex('fns_app_id_idx').on('fns').column('app_id').execute();
     await db.schema.createIndex('triggers_fn_id_idx').on('triggers').column('fn_id').execute();
@@ -70,7 +73,7 @@ const m0002: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
     await db.schema
       .alterTable('fns')
-      .addColumn('format', 'varchar(32)', (c) => c.notNull().defaultTo('http-stream'))
+      .addColumn('format', str(db, 32), (c) => c.notNull().defaultTo('http-stream'))
       .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
@@ -82,22 +85,20 @@ const m0002: Migration = {
 // beside the columns it is found and ordered by; logs live apart, as Fn keeps them.
 const m0003: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable('calls')
-      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
-      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
-      .addColumn('app_id', 'varchar(64)', (c) => c.notNull())
-      .addColumn('status', 'varchar(16)', (c) => c.notNull())
-      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
-      .addColumn('record', 'text', (c) => c.notNull())
+    await createTable(db, 'calls')
+      .addColumn('id', str(db, 64), (c) => c.primaryKey())
+      .addColumn('fn_id', str(db, 64), (c) => c.notNull())
+      .addColumn('app_id', str(db, 64), (c) => c.notNull())
+      .addColumn('status', str(db, 16), (c) => c.notNull())
+      .addColumn('created_at', str(db, 32), (c) => c.notNull())
+      .addColumn('record', text(db), (c) => c.notNull())
       .execute();
     await db.schema.createIndex('calls_fn_id_created_at_idx').on('calls').columns(['fn_id', 'created_at', 'id']).execute();
     await db.schema.createIndex('calls_created_at_idx').on('calls').column('created_at').execute();
-    await db.schema
-      .createTable('call_logs')
-      .addColumn('call_id', 'varchar(64)', (c) => c.primaryKey())
-      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
-      .addColumn('log', 'text', (c) => c.notNull())
+    await createTable(db, 'call_logs')
+      .addColumn('call_id', str(db, 64), (c) => c.primaryKey())
+      .addColumn('fn_id', str(db, 64), (c) => c.notNull())
+      .addColumn('log', text(db), (c) => c.notNull())
       .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
@@ -109,28 +110,26 @@ const m0003: Migration = {
 // The embedded queue of detached calls (mq/sql.ts), in the same database.
 const m0004: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable('mq')
-      .addColumn('id', 'varchar(64)', (c) => c.primaryKey())
-      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
-      .addColumn('call_json', 'text', (c) => c.notNull())
-      .addColumn('body', 'blob', (c) => c.notNull())
+    await createTable(db, 'mq')
+      .addColumn('id', str(db, 64), (c) => c.primaryKey())
+      .addColumn('fn_id', str(db, 64), (c) => c.notNull())
+      .addColumn('call_json', text(db), (c) => c.notNull())
+      .addColumn('body', blob(db), (c) => c.notNull())
       .addColumn('attempts', 'integer', (c) => c.notNull())
       .addColumn('max_attempts', 'integer', (c) => c.notNull())
-      .addColumn('state', 'varchar(16)', (c) => c.notNull())
+      .addColumn('state', str(db, 16), (c) => c.notNull())
       .addColumn('enqueued_at', 'bigint', (c) => c.notNull())
       .addColumn('available_at', 'bigint', (c) => c.notNull())
       .addColumn('lease_until', 'bigint', (c) => c.notNull())
-      .addColumn('leased_by', 'varchar(255)')
-      .addColumn('reason', 'text')
+      .addColumn('leased_by', str(db, 255))
+      .addColumn('reason', text(db))
       .execute();
     await db.schema.createIndex('mq_state_available_idx').on('mq').columns(['state', 'available_at', 'enqueued_at']).execute();
     // Fn-Idempotency-Key: the call a key of a fn named, for a day.
-    await db.schema
-      .createTable('mq_keys')
-      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
-      .addColumn('key', 'varchar(255)', (c) => c.notNull())
-      .addColumn('call_id', 'varchar(64)', (c) => c.notNull())
+    await createTable(db, 'mq_keys')
+      .addColumn('fn_id', str(db, 64), (c) => c.notNull())
+      .addColumn('key', str(db, 255), (c) => c.notNull())
+      .addColumn('call_id', str(db, 64), (c) => c.notNull())
       .addColumn('created_at', 'bigint', (c) => c.notNull())
       .addPrimaryKeyConstraint('mq_keys_pk', ['fn_id', 'key'])
       .execute();
@@ -145,16 +144,15 @@ const m0004: Migration = {
 // than two, and a pruned record takes its log with it.
 const m0005: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable('calls').addColumn('log', 'text').execute();
+    await db.schema.alterTable('calls').addColumn('log', text(db)).execute();
     await sql`UPDATE calls SET log = (SELECT log FROM call_logs WHERE call_logs.call_id = calls.id)`.execute(db);
     await db.schema.dropTable('call_logs').execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable('call_logs')
-      .addColumn('call_id', 'varchar(64)', (c) => c.primaryKey())
-      .addColumn('fn_id', 'varchar(64)', (c) => c.notNull())
-      .addColumn('log', 'text', (c) => c.notNull())
+    await createTable(db, 'call_logs')
+      .addColumn('call_id', str(db, 64), (c) => c.primaryKey())
+      .addColumn('fn_id', str(db, 64), (c) => c.notNull())
+      .addColumn('log', text(db), (c) => c.notNull())
       .execute();
     await sql`INSERT INTO call_logs (call_id, fn_id, log) SELECT id, fn_id, log FROM calls WHERE log IS NOT NULL`.execute(db);
     await db.schema.alterTable('calls').dropColumn('log').execute();
@@ -175,11 +173,10 @@ const m0006: Migration = {
       .execute();
     await db.schema.alterTable('mq').addColumn('dead_at', 'bigint').execute();
     await sql`UPDATE mq SET dead_at = ${Date.now()} WHERE state = 'dead'`.execute(db);
-    await db.schema
-      .createTable('mq_bodies')
-      .addColumn('id', 'varchar(64)', (c) => c.notNull())
+    await createTable(db, 'mq_bodies')
+      .addColumn('id', str(db, 64), (c) => c.notNull())
       .addColumn('seq', 'integer', (c) => c.notNull())
-      .addColumn('chunk', 'blob', (c) => c.notNull())
+      .addColumn('chunk', blob(db), (c) => c.notNull())
       .addColumn('created_at', 'bigint', (c) => c.notNull())
       .addPrimaryKeyConstraint('mq_bodies_pk', ['id', 'seq'])
       .execute();
@@ -196,7 +193,7 @@ const m0006: Migration = {
     await db.schema.dropIndex('calls_status_created_at_idx').execute();
     await db.schema
       .alterTable('mq')
-      .addColumn('body', 'blob', (c) => c.notNull().defaultTo(sql`x''`))
+      .addColumn('body', blob(db), (c) => c.notNull().defaultTo(sql`x''`))
       .execute();
     // SQL has no concatenation of blobs that stays a blob: joined here.
     const chunks = await sql<{ id: string; chunk: Buffer }>`SELECT id, chunk FROM mq_bodies ORDER BY id, seq`.execute(db);
@@ -213,15 +210,14 @@ const m0006: Migration = {
 // API tokens (auth/): only digests are stored.
 const m0007: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable('tokens')
-      .addColumn('id', 'varchar(32)', (c) => c.primaryKey())
-      .addColumn('name', 'varchar(255)', (c) => c.notNull())
-      .addColumn('role', 'varchar(32)', (c) => c.notNull())
-      .addColumn('apps', 'text')
-      .addColumn('digest', 'varchar(64)', (c) => c.notNull())
-      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
-      .addColumn('expires_at', 'varchar(32)')
+    await createTable(db, 'tokens')
+      .addColumn('id', str(db, 32), (c) => c.primaryKey())
+      .addColumn('name', str(db, 255), (c) => c.notNull())
+      .addColumn('role', str(db, 32), (c) => c.notNull())
+      .addColumn('apps', text(db))
+      .addColumn('digest', str(db, 64), (c) => c.notNull())
+      .addColumn('created_at', str(db, 32), (c) => c.notNull())
+      .addColumn('expires_at', str(db, 32))
       .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
@@ -238,18 +234,17 @@ const m0007: Migration = {
 // 0007 is the token tables' (authentication).
 const m0008: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable('secrets')
-      .addColumn('owner_kind', 'varchar(8)', (c) => c.notNull())
-      .addColumn('owner_id', 'varchar(64)', (c) => c.notNull())
-      .addColumn('name', 'varchar(255)', (c) => c.notNull())
-      .addColumn('app_id', 'varchar(64)', (c) => c.notNull().references('apps.id').onDelete('cascade'))
-      .addColumn('fn_id', 'varchar(64)', (c) => c.references('fns.id').onDelete('cascade'))
-      .addColumn('value', 'blob', (c) => c.notNull())
-      .addColumn('version', 'varchar(32)', (c) => c.notNull())
-      .addColumn('key_id', 'varchar(32)', (c) => c.notNull())
-      .addColumn('created_at', 'varchar(32)', (c) => c.notNull())
-      .addColumn('updated_at', 'varchar(32)', (c) => c.notNull())
+    await createTable(db, 'secrets')
+      .addColumn('owner_kind', str(db, 8), (c) => c.notNull())
+      .addColumn('owner_id', str(db, 64), (c) => c.notNull())
+      .addColumn('name', str(db, 255), (c) => c.notNull())
+      .addColumn('app_id', str(db, 64), (c) => c.notNull().references('apps.id').onDelete('cascade'))
+      .addColumn('fn_id', str(db, 64), (c) => c.references('fns.id').onDelete('cascade'))
+      .addColumn('value', blob(db), (c) => c.notNull())
+      .addColumn('version', str(db, 32), (c) => c.notNull())
+      .addColumn('key_id', str(db, 32), (c) => c.notNull())
+      .addColumn('created_at', str(db, 32), (c) => c.notNull())
+      .addColumn('updated_at', str(db, 32), (c) => c.notNull())
       .addPrimaryKeyConstraint('secrets_pk', ['owner_kind', 'owner_id', 'name'])
       .execute();
     await db.schema.createIndex('secrets_app_id_idx').on('secrets').column('app_id').execute();

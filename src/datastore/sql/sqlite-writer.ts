@@ -14,21 +14,12 @@
 import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { CallLogEntry } from '../calls.js';
-import type { BatchWriter } from './calls.js';
+import type { BatchWriter, RecordColumns } from './calls.js';
 
 /** What the writer does with a batch, on whichever thread holds its connection. */
 export interface WriterProgram {
   write(records: readonly string[], logs: readonly CallLogEntry[]): void;
   prune(before: string, perFn: number): number;
-}
-
-/** The columns a record's row is keyed and filtered by, read from its JSON. */
-interface RecordColumns {
-  readonly id: string;
-  readonly fn_id: string;
-  readonly app_id: string;
-  readonly status: string;
-  readonly created_at: string;
 }
 
 /**

@@ -136,8 +136,10 @@ describe('sqlite datastore', () => {
     await store.close();
   });
 
-  it('names the URL forms it accepts when given another database', async () => {
-    await expect(openSqlDatastore('mysql://u:p@host/db')).rejects.toThrow(/sqlite3:\/\/\/path\/to\/fn.db/);
+  it('names the URL forms it accepts when given a database it does not know, without the password', async () => {
+    const refused = openSqlDatastore('oracle://u:hunter2@host/db');
+    await expect(refused).rejects.toThrow(/sqlite3:\/\/\/path\/to\/fn.db, postgres:\/\/.*mysql:\/\//);
+    await expect(refused).rejects.not.toThrow(/hunter2/);
   });
 });
 

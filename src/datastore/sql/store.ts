@@ -1,7 +1,8 @@
 /**
  * SqlDatastore: the Datastore on Kysely. The queries are dialect-neutral, so
- * the same class serves the embedded SQLite file and (later) Postgres; only
- * `openSqlDatastore` (dialects.ts) knows which database it talks to.
+ * the same class serves the embedded SQLite file, Postgres and MySQL; only
+ * `openSqlDatastore` (dialects.ts, servers.ts) knows how to reach each, and
+ * the migrations (kinds.ts) how their column types differ.
  */
 import { Migrator, sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../models/index.js';
@@ -13,6 +14,8 @@ import { SqlCallStore, type BatchWriter } from './calls.js';
 import { migrations } from './migrations.js';
 import { SqlTokenStore } from './tokens.js';
 import { limitOf, toPage } from './paging.js';
+import type { SqlKind } from './kinds.js';
+import type { DbLocation } from '../../config/index.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 
 export type { AppsTable, CallsTable, FnsTable, MqTable, Schema, SecretsTable, TriggersTable } from './schema.js';
@@ -25,6 +28,24 @@ export class DatastoreClosedError extends Error {
 }
 
 type Db = Kysely<Schema> | Transaction<Schema>;
+
+const MIGRATION_TABLE = 'fnts_migrations';
+/** The newest migration this fnts knows. */
+export const SCHEMA_VERSION = Object.keys(migrations).sort().at(-1)!;
+
+/** The database was migrated by a newer fnts: this one would misread it, so it does not start. */
+export class SchemaTooNewError extends Error {
+  override readonly name = 'SchemaTooNewError';
+  constructor(
+    where: string,
+    readonly unknown: readonly string[],
+  ) {
+    super(
+      `the database ${where} has a newer schema than this fnts knows (it has migration ${unknown.join(', ')}; this fnts knows up to ${SCHEMA_VERSION}): ` +
+        'run the newer fnts release on this node too, or point FN_DB_URL at another database',
+    );
+  }
+}
 
 const appRow = (a: App): AppsTable => ({
   id: a.id,
@@ -108,6 +129,10 @@ const toTrigger = (r: Selectable<TriggersTable>): Trigger => ({
 
 /** Splits one extra row off a `perPage + 1` query into the page and its cursor. */
 export interface SqlDatastoreOptions {
+  /** Which database this is. */
+  kind: SqlKind;
+  /** Where it is (its `shown` form for messages: no password). */
+  location: DbLocation;
   /** Recognises a unique-constraint violation of this database driver. */
   isUniqueViolation(err: unknown): boolean;
   /** Recognises this driver's "database or disk is full" (a write that failed for want of room). */
@@ -116,8 +141,8 @@ export interface SqlDatastoreOptions {
   folder: string | undefined;
   /** Releases the driver's own resources after Kysely is destroyed. */
   onClose?: () => Promise<void> | void;
-  /** The database's batch writes of call records, made once the schema is migrated. */
-  batchWriter: () => BatchWriter;
+  /** The database's batch writes of call records, made once the schema is migrated; `db` throws once the store is closed. */
+  batchWriter: (db: () => Kysely<Schema>) => BatchWriter;
 }
 
 export class SqlDatastore implements Datastore {
@@ -134,24 +159,60 @@ export class SqlDatastore implements Datastore {
     private readonly options: SqlDatastoreOptions,
   ) {
     this.disk = new DiskWatch(options.folder, options.isStorageFull);
-    this.calls = new SqlCallStore(() => this.q, options.batchWriter(), this.disk);
+    this.calls = new SqlCallStore(
+      () => this.q,
+      options.batchWriter(() => this.q),
+      this.disk,
+    );
     this.tokens = new SqlTokenStore(() => this.q, this.disk);
   }
 
-  /** Opens the store on `db` and brings its schema up to date. */
+  /**
+   * Opens the store on `db` and brings its schema up to date: Kysely's
+   * Migrator runs each migration once, under the database's lock (Postgres:
+   * an advisory lock; MySQL: GET_LOCK; SQLite: its own write lock), so any
+   * number of nodes started at once on an empty database all come up. A
+   * database whose schema is newer than this fnts knows is refused.
+   */
   static async open(db: Kysely<Schema>, options: SqlDatastoreOptions): Promise<SqlDatastore> {
-    const migrator = new Migrator({
-      db,
-      provider: { getMigrations: async () => migrations },
-      migrationTableName: 'fnts_migrations',
-      migrationLockTableName: 'fnts_migrations_lock',
-    });
-    const { error } = await migrator.migrateToLatest();
-    if (error) {
+    try {
+      await SqlDatastore.refuseNewer(db, options.location);
+      const migrator = new Migrator({
+        db,
+        provider: { getMigrations: async () => migrations },
+        migrationTableName: MIGRATION_TABLE,
+        migrationLockTableName: 'fnts_migrations_lock',
+      });
+      const { error } = await migrator.migrateToLatest();
+      if (error) {
+        // Another node may have migrated further meanwhile: say so rather than Kysely's words.
+        await SqlDatastore.refuseNewer(db, options.location);
+        throw new Error(`database migration failed on ${options.location.shown}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      }
+    } catch (err) {
       await db.destroy();
-      throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw err;
     }
     return new SqlDatastore(db, options);
+  }
+
+  /** Throws SchemaTooNewError when the database holds migrations this fnts does not know. */
+  private static async refuseNewer(db: Kysely<Schema>, location: DbLocation): Promise<void> {
+    const tables = await db.introspection.getTables({ withInternalKyselyTables: true });
+    if (!tables.some((t) => t.name === MIGRATION_TABLE)) return;
+    const rows = await sql<{ name: string }>`select name from ${sql.table(MIGRATION_TABLE)}`.execute(db);
+    const unknown = rows.rows.map((r) => r.name).filter((name) => !(name in migrations));
+    if (unknown.length > 0) throw new SchemaTooNewError(location.shown, unknown.sort());
+  }
+
+  /** Which database this is: sqlite, postgres or mysql. */
+  get kind(): SqlKind {
+    return this.options.kind;
+  }
+
+  /** Where the database is, for messages (no password). */
+  get shown(): string {
+    return this.options.location.shown;
   }
 
   /** The database itself, for the embedded queue that shares it (mq/sql.ts). Throws once closed. */
