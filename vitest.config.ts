@@ -8,7 +8,9 @@ import { defineConfig } from 'vitest/config';
  * - docker: one node against the real Docker engine and real function
  *   images (test/ but the fleet): the global setup builds dist/ and the images;
  * - fleet: several processes and roles (LB, runners, pool manager, Fn's own
- *   programs from ../shared/bin).
+ *   programs from ../shared/bin);
+ * - db: the datastore on real Postgres and MariaDB servers (started by the
+ *   tests from Debian's packages) and SQLite, and nodes sharing one.
  */
 export default defineConfig({
   test: {
@@ -22,7 +24,11 @@ export default defineConfig({
     projects: [
       // Unit files share their workers' module cache (isolate: false): a fresh fork per file cost more than the tests (39 s -> 27 s on 2 cores).
       { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/static/**/*.test.ts'], isolate: false } },
-      { extends: true, test: { name: 'docker', include: ['test/**/*.test.ts'], exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**'], globalSetup: ['test/setup/global.ts'] } },
+      {
+        extends: true,
+        test: { name: 'docker', include: ['test/**/*.test.ts'], exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**', 'test/db/**'], globalSetup: ['test/setup/global.ts'] },
+      },
+      { extends: true, test: { name: 'db', include: ['test/db/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
       { extends: true, test: { name: 'fleet', include: ['test/fleet/**/*.test.ts', 'test/poolmanager/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
     ],
   },

@@ -28,6 +28,8 @@ import type { ResourceTracker } from './resource.js';
 
 /** Added to a call's timeout for its lease: a worker alive renews it long before. */
 const LEASE_HEADROOM_MS = 30_000;
+/** How often the workers look for calls held by servers (sharing the queue) that died. */
+const RELEASE_DEAD_EVERY_MS = 5000;
 const IDLE_POLL_MS = 200;
 /** Calls running at once (leased and not yet answered). */
 const MAX_IN_FLIGHT = 64;
@@ -83,21 +85,44 @@ export class AsyncWorkers {
   private readonly settling = new Set<Promise<void>>();
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
+  private reaper: NodeJS.Timeout | undefined;
+  private releasing = false;
 
   constructor(private readonly o: AsyncWorkersOptions) {}
 
-  /** Takes back the calls a dead instance of this server held (killed mid-call), then starts leasing. */
+  /**
+   * Takes back the calls a dead instance of this server held (killed
+   * mid-call), then starts leasing; and looks again every
+   * RELEASE_DEAD_EVERY_MS: servers sharing a queue (one database) take
+   * over at once the calls of one of them that died on this host. A holder
+   * on another host is not known dead here: its calls wait for their
+   * leases to end (the fn's timeout plus 30 s).
+   */
   start(): void {
     this.loop ??= (async () => {
-      const alive = this.o.isInstanceAlive ?? instanceAlive;
-      try {
-        const released = await this.o.queue.releaseDead((holder) => holder !== this.o.instance && alive(holder) === false);
-        if (released > 0) this.o.log.info({ released }, 'detached calls of a server that died run again');
-      } catch (err) {
-        this.o.log.warn({ err }, 'could not take back the calls of a server that died; they run again when their leases end');
-      }
+      await this.releaseDead();
+      this.reaper = setInterval(() => void this.releaseDead(), RELEASE_DEAD_EVERY_MS);
+      this.reaper.unref();
       await this.run();
     })().catch((err: unknown) => this.o.log.error({ err }, 'the async worker stopped unexpectedly'));
+  }
+
+  /** One look for the leases of dead holders; never rejects, never two at once. */
+  private async releaseDead(): Promise<void> {
+    if (this.releasing || this.stop.signal.aborted) return;
+    this.releasing = true;
+    const alive = this.o.isInstanceAlive ?? instanceAlive;
+    try {
+      const released = await this.o.queue.releaseDead((holder) => holder !== this.o.instance && alive(holder) === false);
+      if (released > 0) {
+        this.o.log.info({ released }, 'detached calls of a server that died run again');
+        this.notify();
+      }
+    } catch (err) {
+      this.o.log.warn({ err }, 'could not take back the calls of a server that died; they run again when their leases end');
+    } finally {
+      this.releasing = false;
+    }
   }
 
   /** A call was just queued: look now rather than at the next poll. */
@@ -261,6 +286,7 @@ export class AsyncWorkers {
 
   /** Stops leasing; calls in flight finish (a stopping agent cuts them). Idempotent. */
   async close(): Promise<void> {
+    clearInterval(this.reaper);
     this.stop.abort(new ApiError(E.ServiceUnavailable));
     await this.loop;
     await Promise.allSettled([...this.running]);

@@ -45,6 +45,13 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
         expect(names).toEqual(['dup']);
       });
 
+      it('tells names apart by case and accents, as Fn does (Foo, foo and föo are three apps)', async () => {
+        for (const n of ['Foo', 'foo', 'föo']) await app(n);
+        expect((await ds.getAppByName('foo')).name).toBe('foo');
+        await expectError(ds.getAppByName('FOO'), E.AppsNotFound);
+        expect((await ds.listApps({ perPage: 10 })).items.map((a) => a.name)).toEqual(['Foo', 'foo', 'föo']);
+      });
+
       it('reports a missing app as not found', async () => {
         await expectError(ds.getAppById('nope'), E.AppsNotFound);
         await expectError(ds.getAppByName('nope'), E.AppsNotFound);

@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { StorageFullError, type CallLogEntry, type CallStore } from '../datastore/index.js';
+import { DatabaseUnavailableError, StorageFullError, type CallLogEntry, type CallStore } from '../datastore/index.js';
 import type { Call, CallFn, CallOutcome } from '../models/index.js';
 import { CallRecorder } from './records.js';
 
@@ -74,12 +74,12 @@ describe('CallRecorder', () => {
 
 describe('CallRecorder on a full disk', () => {
   /** A store with no room until `room` is set; what it stored, in order. */
-  function fullStore() {
+  function fullStore(failure: () => Error = () => new StorageFullError(Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }))) {
     const state = { room: false, attempts: 0, stored: [] as string[] };
     const store = {
       insertSerialized: async (records: readonly string[]) => {
         state.attempts++;
-        if (!state.room) throw new StorageFullError(Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }));
+        if (!state.room) throw failure();
         state.stored.push(...records.map((r) => JSON.parse(r).id as string));
       },
       prune: async () => 0,
@@ -132,5 +132,24 @@ describe('CallRecorder on a full disk', () => {
     expect(lines.filter((l) => l.level === 50)).toMatchObject([{ dropped: 1, msg: "the database's disk is full and 5 call records and logs already wait in memory: new ones are dropped (1 so far)" }]);
     await recorder.close();
     expect(lines.at(-1)!.msg).toBe("the database's disk is still full at shutdown: the call records that waited in memory are lost (5 records, 0 logs)");
+  });
+
+  it('keeps them the same way while a database server does not answer, and stores them once it does', async () => {
+    vi.useFakeTimers();
+    const { store, state } = fullStore(() => new DatabaseUnavailableError(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })));
+    const lines: Array<{ level: number; msg: string }> = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const recorder = new CallRecorder({ store, log, retentionMs: 1e9, perFn: 1e9 });
+    for (let i = 0; i < 3; i++) recorder.onCallEnd(call(`c${i}`), outcome(`c${i}`));
+    await vi.advanceTimersByTimeAsync(2100);
+    expect(state.stored).toEqual([]);
+    expect(lines.filter((l) => l.level === 40).map((l) => l.msg)).toEqual([
+      'the database does not answer: call records wait in memory until it answers (3 records and logs waiting; past 100000, new ones are dropped)',
+    ]);
+    state.room = true;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(state.stored).toEqual(['c0', 'c1', 'c2']);
+    expect(lines.at(-1)!.msg).toBe('the database answers again: the call records that waited in memory are stored (3 records, 0 logs)');
+    await recorder.close();
   });
 });

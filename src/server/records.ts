@@ -7,10 +7,12 @@
  *
  * A batch takes everything buffered when its turn to be written comes, so
  * batches grow when the store is slow. A batch the store has no room for
- * (the database's disk is full: StorageFullError) goes back to the front
- * of the buffer and is tried again every RETRY_MS until the disk has room:
+ * (the database's disk is full: StorageFullError) or that the database did
+ * not answer (a database server down or restarting: DatabaseUnavailableError)
+ * goes back to the front of the buffer and is tried again every RETRY_MS
+ * until it is stored:
  *
- *   writing ──StorageFullError──> waiting (log: how many wait) ──RETRY_MS──> writing
+ *   writing ──full, or unavailable──> waiting (log: how many wait) ──RETRY_MS──> writing
  *      ^                                                                    │ stored
  *      └──────────────────── (log: the waiting ones are stored) <───────────┘
  *
@@ -21,8 +23,18 @@
  */
 import type { Logger } from 'pino';
 import type { CallListener } from '../agent/index.js';
-import { StorageFullError, type CallLogEntry, type CallStore } from '../datastore/index.js';
+import { DatabaseUnavailableError, StorageFullError, type CallLogEntry, type CallStore } from '../datastore/index.js';
 import { callRecord, type Call, type CallOutcome } from '../models/index.js';
+
+/** Why records wait in memory, in the log's words. */
+interface WaitReason {
+  readonly cause: string;
+  readonly until: string;
+  readonly back: string;
+  readonly atShutdown: string;
+}
+const FULL: WaitReason = { cause: "the database's disk is full", until: 'it has room', back: 'the database has room again', atShutdown: "the database's disk is still full at shutdown" };
+const DOWN: WaitReason = { cause: 'the database does not answer', until: 'it answers', back: 'the database answers again', atShutdown: 'the database still does not answer at shutdown' };
 
 const FLUSH_MS = 100;
 const MAX_BATCH = 500;
@@ -64,6 +76,8 @@ export class CallRecorder implements CallListener {
   private waitingSince: number | undefined;
   private lastWaitReport = 0;
   private retry: NodeJS.Timeout | undefined;
+  /** Why records last waited. */
+  private waitingFor: WaitReason = FULL;
 
   constructor(private readonly o: CallRecorderOptions) {
     this.pruner = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
@@ -137,34 +151,29 @@ export class CallRecorder implements CallListener {
       await this.o.store.insertSerialized(records, logs);
       if (this.waitingSince !== undefined) {
         this.waitingSince = undefined;
-        this.o.log.info(
-          { records: records.length, logs: logs.length },
-          `the database has room again: the call records that waited in memory are stored (${records.length} records, ${logs.length} logs)`,
-        );
+        this.o.log.info({ records: records.length, logs: logs.length }, `${this.waitingFor.back}: the call records that waited in memory are stored (${records.length} records, ${logs.length} logs)`);
         // What came in while this batch was written waited for it.
         if (this.records.length + this.logs.length > 0) this.schedule();
       }
     } catch (err) {
-      if (!(err instanceof StorageFullError)) {
+      const why = err instanceof StorageFullError ? FULL : err instanceof DatabaseUnavailableError ? DOWN : undefined;
+      if (why === undefined) {
         this.o.log.error({ err, records: records.length, logs: logs.length }, 'could not store call records; they are lost');
       } else if (this.closed) {
-        this.o.log.error(
-          { records: records.length, logs: logs.length },
-          `the database's disk is still full at shutdown: the call records that waited in memory are lost (${records.length} records, ${logs.length} logs)`,
-        );
+        this.o.log.error({ records: records.length, logs: logs.length }, `${why.atShutdown}: the call records that waited in memory are lost (${records.length} records, ${logs.length} logs)`);
       } else {
         // Back in front of what came since, in order: tried again once the retry timer fires.
         this.records = records.concat(this.records);
         this.logs = logs.concat(this.logs);
-        this.wait();
+        this.wait(why);
       }
     } finally {
       this.inFlight -= records.length + logs.length;
     }
   }
 
-  /** The store has no room: records wait in memory; the log says how many, when it begins and every REPORT_MS. */
-  private wait(): void {
+  /** The store has no room, or does not answer (`why`): records wait in memory; the log says how many, when it begins and every REPORT_MS. */
+  private wait(why: WaitReason): void {
     const now = Date.now();
     const waiting = this.records.length + this.logs.length;
     const max = this.o.maxPending ?? MAX_PENDING;
@@ -172,10 +181,11 @@ export class CallRecorder implements CallListener {
       this.lastWaitReport = now;
       this.o.log.warn(
         { waiting, max, since: new Date((this.waitingSince ??= now)).toISOString() },
-        `the database's disk is full: call records wait in memory until it has room (${waiting} records and logs waiting; past ${max}, new ones are dropped)`,
+        `${why.cause}: call records wait in memory until ${why.until} (${waiting} records and logs waiting; past ${max}, new ones are dropped)`,
       );
     }
     clearTimeout(this.retry);
+    this.waitingFor = why;
     this.retry = setTimeout(() => void this.flush(), RETRY_MS);
     this.retry.unref();
   }

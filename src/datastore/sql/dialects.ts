@@ -7,7 +7,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, sql, SqliteAdapter, SqliteDialect, type DialectAdapter } from 'kysely';
 import { DbUrlError, parseDbUrl, type DbLocation } from '../../config/index.js';
 import { openMysql, openPostgres, type ServerOptions } from './servers.js';
 import { inPlaceWriter, workerWriter } from './sqlite-writer.js';
@@ -34,6 +34,29 @@ function isSqliteFull(err: unknown): boolean {
   return (err as { code?: unknown } | null)?.code === 'SQLITE_FULL';
 }
 
+/**
+ * SQLite's adapter, with a migration lock: Kysely's takes none (it counts on
+ * one connection), but several processes may open one file at the same
+ * moment. The migrations run inside BEGIN IMMEDIATE, which takes the file's
+ * write lock before reading which migrations are applied: the others wait
+ * (busy_timeout), then find them applied.
+ */
+class MigrationLockingSqliteAdapter extends SqliteAdapter {
+  override async acquireMigrationLock(db: Kysely<unknown>): Promise<void> {
+    await sql`begin immediate`.execute(db);
+  }
+
+  override async releaseMigrationLock(db: Kysely<unknown>): Promise<void> {
+    await sql`commit`.execute(db);
+  }
+}
+
+class SqliteFileDialect extends SqliteDialect {
+  override createAdapter(): DialectAdapter {
+    return new MigrationLockingSqliteAdapter();
+  }
+}
+
 export async function openSqlite(path: string): Promise<SqlDatastore> {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new BetterSqlite3(path);
@@ -44,7 +67,7 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
-  const db = new Kysely<Schema>({ dialect: new SqliteDialect({ database }) });
+  const db = new Kysely<Schema>({ dialect: new SqliteFileDialect({ database }) });
   return SqlDatastore.open(db, {
     kind: 'sqlite',
     location: { kind: 'sqlite', path, shown: `sqlite3://${path}` },

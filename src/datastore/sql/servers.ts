@@ -56,12 +56,16 @@ export function postgresPoolConfig(loc: PgLocation, poolSize: number): pg.PoolCo
   };
 }
 
-export async function openPostgres(loc: PgLocation, options: ServerOptions): Promise<SqlDatastore> {
+/** Kysely on a pool of connections to the Postgres database `loc`, its errors guarded (guard.ts). */
+export function postgresKysely<DB = Schema>(loc: PgLocation, options: ServerOptions): Kysely<DB> {
   const pool = new pg.Pool(postgresPoolConfig(loc, options.poolSize));
   // An idle connection the server closed (a restart) is an event of the pool: without a listener it would end the process.
   pool.on('error', (err) => options.onUnavailable?.(err));
-  const dialect = guarded(new PostgresDialect({ pool }), { isUnavailable: pgUnavailable, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) });
-  const db = new Kysely<Schema>({ dialect });
+  return new Kysely<DB>({ dialect: guarded(new PostgresDialect({ pool }), { isUnavailable: pgUnavailable, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) }) });
+}
+
+export async function openPostgres(loc: PgLocation, options: ServerOptions): Promise<SqlDatastore> {
+  const db = postgresKysely(loc, options);
   return SqlDatastore.open(db, {
     kind: 'postgres',
     location: loc,
@@ -91,10 +95,14 @@ export function mysqlPoolOptions(loc: MysqlLocation, poolSize: number): PoolOpti
   };
 }
 
-export async function openMysql(loc: MysqlLocation, options: ServerOptions): Promise<SqlDatastore> {
+/** Kysely on a pool of connections to the MySQL database `loc`, its errors guarded (guard.ts). */
+export function mysqlKysely<DB = Schema>(loc: MysqlLocation, options: ServerOptions): Kysely<DB> {
   const pool = createPool(mysqlPoolOptions(loc, options.poolSize));
-  const dialect = guarded(new MysqlDialect({ pool }), { isUnavailable: mysqlUnavailable, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) });
-  const db = new Kysely<Schema>({ dialect });
+  return new Kysely<DB>({ dialect: guarded(new MysqlDialect({ pool }), { isUnavailable: mysqlUnavailable, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) }) });
+}
+
+export async function openMysql(loc: MysqlLocation, options: ServerOptions): Promise<SqlDatastore> {
+  const db = mysqlKysely(loc, options);
   return SqlDatastore.open(db, {
     kind: 'mysql',
     location: loc,

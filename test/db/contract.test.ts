@@ -1,0 +1,185 @@
+/**
+ * The datastore's contracts (apps, fns, triggers, call records and logs,
+ * secrets, the detached-call queue) on every database fnts runs on: a
+ * SQLite file, Postgres and MariaDB, each a real server started for this
+ * file (test/support/databases.ts). Each contract runs twice per database:
+ * on a fresh database, and on one first made with the first schema only
+ * and migrated up by the store. Then what several nodes on one database
+ * need: all of them start at once on an empty database, a newer schema is
+ * refused, and a database that stops answering answers 503 within 2 s and
+ * serves again by itself.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Kysely, Migrator } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseDbUrl } from '../../src/config/index.js';
+import { runCallStoreContract } from '../../src/datastore/calls.contract.js';
+import { runDatastoreContract } from '../../src/datastore/datastore.contract.js';
+import { DatabaseUnavailableError, openSqlDatastore, SCHEMA_VERSION, SchemaTooNewError, SecretBox, SqlSecretStore, type SqlDatastore } from '../../src/datastore/index.js';
+import { runSecretStoreContract } from '../../src/datastore/secrets.contract.js';
+import { migrations } from '../../src/datastore/sql/migrations.js';
+import { mysqlKysely, postgresKysely } from '../../src/datastore/sql/servers.js';
+import { newAppFromJson } from '../../src/models/index.js';
+import { runQueueContract } from '../../src/mq/queue.contract.js';
+import { SqlQueue } from '../../src/mq/sql.js';
+import BetterSqlite3 from 'better-sqlite3';
+import { SqliteDialect } from 'kysely';
+import { DATABASE_KINDS, startDatabase, type TestDatabase } from '../support/databases.js';
+
+const TABLES = ['secrets', 'triggers', 'fns', 'apps', 'calls', 'mq', 'mq_bodies', 'mq_keys', 'tokens'] as const;
+
+/** Kysely on `url` without the store: to lay down an old schema. */
+function rawKysely(url: string): Kysely<unknown> {
+  const loc = parseDbUrl(url);
+  if (loc.kind === 'postgres') return postgresKysely<unknown>(loc, { poolSize: 2 });
+  if (loc.kind === 'mysql') return mysqlKysely<unknown>(loc, { poolSize: 2 });
+  mkdirSync(dirname(loc.path), { recursive: true });
+  return new Kysely<unknown>({ dialect: new SqliteDialect({ database: new BetterSqlite3(loc.path) }) });
+}
+
+/** Opens (and so migrates) the store in a process of its own: what it printed, and how it ended. */
+function openInProcess(url: string): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./fixtures/open-store.ts', import.meta.url)), url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (b: Buffer) => (output += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (output += b.toString()));
+    child.on('exit', (code) => resolve({ code, output }));
+  });
+}
+
+/** Applies the migrations up to `last` only, as an older fnts did. */
+async function migrateUpTo(url: string, last: string): Promise<void> {
+  const db = rawKysely(url);
+  try {
+    const upTo = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= last));
+    const migrator = new Migrator({ db, provider: { getMigrations: async () => upTo }, migrationTableName: 'fnts_migrations', migrationLockTableName: 'fnts_migrations_lock' });
+    const { error } = await migrator.migrateToLatest();
+    expect(error).toBeUndefined();
+  } finally {
+    await db.destroy();
+  }
+}
+
+for (const kind of DATABASE_KINDS) {
+  describe(`the datastore on ${kind}`, () => {
+    let server: TestDatabase;
+    const urls: { fresh?: string; upgraded?: string } = {};
+    beforeAll(async () => {
+      server = await startDatabase(kind);
+      urls.fresh = await server.newDatabase();
+      urls.upgraded = await server.newDatabase();
+      await migrateUpTo(urls.upgraded, '0001_initial');
+    }, 120_000);
+    afterAll(async () => server?.stop());
+
+    /** The store on one of the file's databases, every row of a previous case gone. */
+    const storeOn = (which: keyof typeof urls) => async (): Promise<SqlDatastore> => {
+      const store = await openSqlDatastore(urls[which]!, { poolSize: 4 });
+      for (const t of TABLES) await store.database().deleteFrom(t).execute();
+      return store;
+    };
+
+    for (const which of ['fresh', 'upgraded'] as const) {
+      const label = `${kind}, ${which === 'fresh' ? 'fresh' : 'migrated up from the first schema'}`;
+      const open = storeOn(which);
+      runDatastoreContract(label, open);
+      runCallStoreContract(label, open);
+      runSecretStoreContract(label, async () => {
+        const store = await open();
+        return { datastore: store, secrets: new SqlSecretStore(() => store.database(), new SecretBox(randomBytes(32)), store.disk), close: () => store.close() };
+      });
+      runQueueContract(label, async (now) => {
+        const store = await open();
+        return { queue: new SqlQueue(() => store.database(), now), close: () => store.close() };
+      });
+    }
+
+    it('lets any number of nodes start at the same moment on an empty database: all come up, on one schema', async () => {
+      const url = await server.newDatabase();
+      // Each a process of its own, as nodes are (SQLite's lock waits block the thread that waits).
+      const runs = await Promise.all(Array.from({ length: 5 }, () => openInProcess(url)));
+      for (const r of runs) expect(r, r.output).toMatchObject({ code: 0, output: `applied ${Object.keys(migrations).length}\n` });
+      const store = await openSqlDatastore(url, { poolSize: 2 });
+      try {
+        const a = await store.insertApp(newAppFromJson({ name: 'after-the-race' }));
+        expect(await store.getAppById(a.id)).toEqual(a);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('refuses a database a newer fnts has migrated, naming what it found, and leaves it as it was', async () => {
+      const url = await server.newDatabase();
+      const first = await openSqlDatastore(url, { poolSize: 2 });
+      await first
+        .database()
+        .insertInto('fnts_migrations' as never)
+        .values({ name: '9999_from_the_future', timestamp: new Date().toISOString() } as never)
+        .execute();
+      await first.close();
+      const refused = openSqlDatastore(url, { poolSize: 2 });
+      await expect(refused).rejects.toBeInstanceOf(SchemaTooNewError);
+      await expect(refused).rejects.toThrow(`it has migration 9999_from_the_future; this fnts knows up to ${SCHEMA_VERSION}`);
+    });
+  });
+}
+
+for (const kind of DATABASE_KINDS.filter((k) => k !== 'sqlite')) {
+  describe(`a ${kind} server that stops answering`, () => {
+    let server: TestDatabase;
+    let store: SqlDatastore;
+    beforeAll(async () => {
+      server = await startDatabase(kind);
+      store = await openSqlDatastore(await server.newDatabase(), { poolSize: 4 });
+    }, 120_000);
+    afterAll(async () => {
+      await store?.close();
+      await server?.stop();
+    });
+
+    it('answers 503 within 2 s while it is down, stores nothing half-done, and serves again by itself once it is back', async () => {
+      const kept = await store.insertApp(newAppFromJson({ name: 'before' }));
+      const queue = new SqlQueue(() => store.database());
+      await server.kill();
+
+      for (const attempt of [
+        () => store.getAppById(kept.id),
+        () => store.insertApp(newAppFromJson({ name: 'during' })),
+        () => queue.enqueue({ id: 'c1', fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 }),
+        () => store.ping(),
+      ]) {
+        const started = Date.now();
+        const failure = await attempt().then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        const tookMs = Date.now() - started;
+        expect(failure instanceof DatabaseUnavailableError || (failure as Error | undefined)?.cause instanceof DatabaseUnavailableError, String(failure)).toBe(true);
+        expect(tookMs).toBeLessThan(2500);
+      }
+
+      await server.start();
+      // The pool makes new connections by itself: the first requests after the restart succeed.
+      const deadline = Date.now() + 15_000;
+      let back = false;
+      while (!back && Date.now() < deadline) {
+        back = await store.getAppById(kept.id).then(
+          () => true,
+          () => false,
+        );
+        if (!back) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(back).toBe(true);
+      expect(await store.getAppById(kept.id)).toEqual(kept);
+      await expect(store.getAppByName('during')).rejects.toThrow();
+      expect(await queue.has(['c1'])).toEqual(new Set());
+      await queue.enqueue({ id: 'c2', fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 });
+      expect(await queue.has(['c2'])).toEqual(new Set(['c2']));
+    });
+  });
+}
