@@ -24,7 +24,7 @@ import {
 import { ensureAdminToken, TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
 import { ConfigError, isLoopbackHost, type Config } from '../config/index.js';
-import { loadSecretKey, openSqlDatastore, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore, type TokenStore } from '../datastore/index.js';
+import { DatabaseUnavailableError, loadSecretKey, openSqlDatastore, SecretBox, SqlSecretStore, type CallStore, type SqlDatastore, type TokenStore } from '../datastore/index.js';
 import { DockerDriver, FunctionNetwork } from '../drivers/index.js';
 import type { Changes } from '../models/index.js';
 import { RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
@@ -49,23 +49,52 @@ export function createLogger(config: Config): Logger {
 const UNAVAILABLE_LOG_EVERY_MS = 5000;
 
 /**
- * The database FN_DB_URL names, its schema brought up to date. While a
- * database server does not answer, requests that need it answer 503 and
- * the log says so (at most every 5 s); the pool reconnects by itself.
+ * The database FN_DB_URL names, its schema brought up to date. A database
+ * server that does not answer at start is waited for (up to a minute, then
+ * the start fails saying so); once started, while it does not answer,
+ * requests that need it answer 503 and the log says so (at most every
+ * 5 s); the pool reconnects by itself.
  */
 export async function openDatabase(config: Config, logger: Logger): Promise<SqlDatastore> {
   const log = logger.child({ module: 'datastore' });
   let saidAt = -Infinity;
-  const datastore = await openSqlDatastore(config.db, {
+  const options = {
     poolSize: config.dbPoolSize,
-    onUnavailable: (err) => {
+    onUnavailable: (err: unknown) => {
       if (Date.now() - saidAt < UNAVAILABLE_LOG_EVERY_MS) return;
       saidAt = Date.now();
       log.warn({ db: config.db.shown, err: err instanceof Error ? err.message : String(err) }, 'the database does not answer: requests that need it answer 503 until it does');
     },
-  });
-  log.info({ db: datastore.shown, kind: datastore.kind }, 'database schema up to date');
-  return datastore;
+  };
+  // A database server that does not answer yet (started together with this node, restarting): waited for, with backoff.
+  const giveUpAt = Date.now() + START_WAIT_MS;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 5000)) {
+    try {
+      const datastore = await openSqlDatastore(config.db, options);
+      log.info({ db: datastore.shown, kind: datastore.kind }, 'database schema up to date');
+      return datastore;
+    } catch (err) {
+      const unavailable = causes(err).find((e) => e instanceof DatabaseUnavailableError);
+      if (!unavailable) throw err;
+      const why = causes(unavailable).at(-1);
+      const reason = why instanceof Error ? why.message : String(why);
+      if (Date.now() + delay > giveUpAt) {
+        throw new Error(`the database ${config.db.shown} did not answer within ${START_WAIT_MS / 1000} s (${reason}): start it, or fix FN_DB_URL`, { cause: err });
+      }
+      log.warn({ db: config.db.shown, err: reason }, `waiting for the database ${config.db.shown} to answer`);
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
+/** How long a node waits at start for its database server to answer. */
+const START_WAIT_MS = 60_000;
+
+/** An error and its causes, outermost first. */
+function causes(err: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let e: unknown = err; e !== undefined && chain.length < 10; e = (e as { cause?: unknown } | null)?.cause) chain.push(e);
+  return chain;
 }
 
 /**
@@ -159,7 +188,7 @@ export async function openSecrets(config: Config, logger: Logger, datastore: Sql
     throw new Error(
       `${count} secret(s) in the database were stored with another key (key id ${ids}) than this server's (key id ${store.keyId}, from ${where}): ` +
         `start with the key they were stored with (FNTS_SECRET_KEY, or the file secret.key from the backup of the data directory${config.dataDir ? ` ${config.dataDir}` : ''}); ` +
-        `if that key is lost, so are they: delete them (sqlite3 <database file> "DELETE FROM secrets WHERE key_id <> '${store.keyId}'") and set them again`,
+        `if that key is lost, so are they: delete them (${datastore.kind === 'sqlite' ? 'sqlite3 <database file>' : datastore.kind === 'postgres' ? 'psql' : 'mysql'} "DELETE FROM secrets WHERE key_id <> '${store.keyId}'") and set them again`,
     );
   }
   if (source.from === 'made')
