@@ -347,7 +347,8 @@ export class Agent implements Invoker, PoolHost {
    * calls get containers of the new definition, since its slot key differs.
    */
   private changed(change: ResourceChange): void {
-    if (change.kind === 'trigger') return;
+    // A reset retires nothing: a changed fn's calls already go to containers of its new definition.
+    if (change.kind === 'trigger' || change.kind === 'reset') return;
     const matches = (spec: FunctionSpec): boolean => (change.kind === 'fn' ? spec.fnId === change.id : spec.appId === change.id);
     for (const pool of this.pools.values()) if (matches(pool.spec)) pool.retireStale();
   }

@@ -6,6 +6,7 @@
 export { RunnerClient } from '../rpc/index.js';
 export type { Attempt, RunnerClientOptions } from '../rpc/index.js';
 export { RemoteInvokeGuard } from './invoke-auth.js';
+export { ApiChangeWatch } from './changes.js';
 export { LbAgent } from './lb-agent.js';
 export type { LbAgentOptions, PlacementListener } from './lb-agent.js';
 export { RemoteLookup } from './lookup.js';

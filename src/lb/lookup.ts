@@ -6,9 +6,12 @@
  *   GET /v2/runner/apps/{appID}/triggerBySource/http/{source} (the source with
  *   its leading slash: .../http//hello for /hello)
  *
- * Answers are cached for a short time (FNTS_LB_CACHE_MSECS), which bounds
- * how stale they can be: a fn changed on the API node is called as changed
- * at most that long later. A 404 is cached as briefly, so a flood of calls
+ * Answers are cached until the API node says they changed (its change
+ * feed, long-polled by lb/changes.ts: a change reaches the LB's calls in
+ * milliseconds); from an API node without that feed (an older fnts, Fn's
+ * own), for a short time (FNTS_LB_CACHE_MSECS), which bounds how stale they
+ * can be: a fn changed on the API node is called as changed at most that
+ * long later. A 404 is cached as briefly, so a flood of calls
  * to an unknown fn does not become a flood on the API node. When the API
  * node cannot be reached, an entry up to a minute old is still used (calls
  * go on through an API node restart); past that, calls get 503.
@@ -124,7 +127,7 @@ export async function askApi(
   base: string,
   token: string | undefined,
   path: string,
-  o: { method?: 'GET' | 'POST'; body?: unknown; timeoutMs: number; what?: string },
+  o: { method?: 'GET' | 'POST'; body?: unknown; timeoutMs: number; what?: string; signal?: AbortSignal },
 ): Promise<{ status: number; ok: boolean; json: Json | undefined }> {
   let res: Response;
   try {
@@ -132,7 +135,7 @@ export async function askApi(
       method: o.method ?? 'GET',
       ...(o.body === undefined ? {} : { body: JSON.stringify(o.body) }),
       headers: apiHeaders(token, o.body === undefined ? { Accept: 'application/json' } : { 'Content-Type': 'application/json' }),
-      signal: AbortSignal.timeout(o.timeoutMs),
+      signal: o.signal ? AbortSignal.any([AbortSignal.timeout(o.timeoutMs), o.signal]) : AbortSignal.timeout(o.timeoutMs),
     });
   } catch (err) {
     throw new ApiError(E.ServiceUnavailable, { message: `the API node (FN_RUNNER_API_URL=${base}) cannot be reached${o.what ? ` ${o.what}` : ''}`, cause: err });
@@ -149,14 +152,20 @@ export async function askApi(
   return { status: res.status, ok: res.ok, json };
 }
 
+/** How long an answer is kept while the API node's changes reach the LB. */
+export const LIVE_TTL_MS = 60_000;
+
 export class RemoteLookup implements TargetLookup {
   private readonly base: string;
+  /** How long an answer is used: FNTS_LB_CACHE_MSECS, or LIVE_TTL_MS while changes are pushed. */
+  private ttlMs: number;
   private readonly entries = new Map<string, Entry>();
   private readonly staleMs: number;
   private readonly timeoutMs: number;
 
   constructor(private readonly o: RemoteLookupOptions) {
     this.base = o.apiUrl.replace(/\/+$/, '');
+    this.ttlMs = o.ttlMs;
     this.staleMs = o.staleMs ?? 60_000;
     this.timeoutMs = o.timeoutMs ?? 5_000;
   }
@@ -187,6 +196,18 @@ export class RemoteLookup implements TargetLookup {
     this.entries.clear();
   }
 
+  /**
+   * Whether the API node's changes reach this lookup (lb/changes.ts): then
+   * every change empties the cache and answers are kept up to LIVE_TTL_MS
+   * (a bound should a change ever be missed); otherwise for FNTS_LB_CACHE_MSECS.
+   */
+  pushed(live: boolean): void {
+    const ttl = live ? Math.max(LIVE_TTL_MS, this.o.ttlMs) : this.o.ttlMs;
+    if (ttl === this.ttlMs) return;
+    this.ttlMs = ttl;
+    this.clear();
+  }
+
   /** The version of fn `fnId`'s secrets ('' for none), its values kept for its calls meanwhile. */
   private async secretsVersion(fnId: string): Promise<string> {
     return this.o.secrets ? (await this.o.secrets.fetch(fnId)).version : '';
@@ -195,7 +216,7 @@ export class RemoteLookup implements TargetLookup {
   private cached(key: string, load: () => Promise<Target>): Target | Promise<Target> {
     const now = performance.now();
     const hit = this.entries.get(key);
-    if (hit && now - hit.at < this.o.ttlMs) return hit.ready ?? hit.value;
+    if (hit && now - hit.at < this.ttlMs) return hit.ready ?? hit.value;
     const value = load().catch((err: unknown) => {
       // The API node is away: a recent answer still serves, within the stale bound.
       if (hit?.ready && !(err instanceof ApiError && err.status < 500) && now - hit.at < this.staleMs) return hit.ready;
@@ -217,7 +238,7 @@ export class RemoteLookup implements TargetLookup {
   }
 
   private sweep(now: number): void {
-    for (const [k, e] of this.entries) if (now - e.at >= this.o.ttlMs) this.entries.delete(k);
+    for (const [k, e] of this.entries) if (now - e.at >= this.ttlMs) this.entries.delete(k);
   }
 
   private async get(path: string): Promise<Json> {

@@ -38,4 +38,5 @@ export type { SecretInfo, SecretOwner } from './secret.js';
 export { tellEach } from './listeners.js';
 export type { ListenerFaultLog } from './listeners.js';
 export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';
+export { isResourceChange } from './changes.js';
 export { INSTANCE_LABEL, OWNER_LABEL, TAG_LABEL } from './labels.js';

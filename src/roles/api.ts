@@ -4,6 +4,7 @@
  * share (a table of the same database) or its LBs do (Redis, FN_MQ_URL:
  * then it also reconciles their records with the queue).
  */
+import { linkChanges } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
 import { durableRedis, openDatabase, openSecrets, reconcilerFor, recorderFor, startTokens } from './common.js';
@@ -15,6 +16,7 @@ export const api: Role = async ({ config, logger, metrics }, made) => {
   // Its full nodes (on the same database and data directory) read what is set here with the same key.
   made.secrets = await openSecrets(config, logger, datastore);
   made.changes = new Changes(logger);
+  made.changeLink = await linkChanges(datastore, made.changes, logger.child({ module: 'changes' }));
   made.api = true;
   // No calls run here, but LBs hand their records in: removed past their retention here.
   const recorder = recorderFor(config, logger, datastore.calls);

@@ -6,6 +6,7 @@
  * as files.
  */
 import { LocalInvokeGuard } from '../auth/index.js';
+import { linkChanges } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
 import { SqlQueue } from '../mq/index.js';
 import { engineCheck, FnLookup, InvokeHandler, networkCheck, SyslogForwarder } from '../server/index.js';
@@ -20,6 +21,7 @@ export const full: Role = async (ctx, made) => {
   metrics?.watchQueue(queue);
   const secrets = (made.secrets = await openSecrets(config, logger, datastore));
   const changes = (made.changes = new Changes(logger));
+  made.changeLink = await linkChanges(datastore, changes, logger.child({ module: 'changes' }));
   made.api = true;
   const { agent, network } = await startAgent(ctx, changes, {}, secretSource(secrets));
   made.agent = made.invoker = agent;

@@ -7,7 +7,20 @@
  * Redis queue the LBs and the API node share (FN_MQ_URL).
  */
 import { selfInstance } from '../agent/index.js';
-import { createPlacer, LbAgent, ManagedPool, PoolManagerClient, RemoteCallStore, RemoteInvokeGuard, RemoteLookup, RemoteSecrets, runnersCheck, StaticPool, type RunnerPool } from '../lb/index.js';
+import {
+  ApiChangeWatch,
+  createPlacer,
+  LbAgent,
+  ManagedPool,
+  PoolManagerClient,
+  RemoteCallStore,
+  RemoteInvokeGuard,
+  RemoteLookup,
+  RemoteSecrets,
+  runnersCheck,
+  StaticPool,
+  type RunnerPool,
+} from '../lb/index.js';
 import { RunnerClient } from '../rpc/index.js';
 import { InvokeHandler } from '../server/index.js';
 import { detachedCalls, durableRedis, fleetTls, recorderFor } from './common.js';
@@ -72,6 +85,16 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
   } else {
     logger.warn('no FN_MQ_URL: detached calls (Fn-Invoke-Type: detached) run as synchronous calls on this LB; set FN_MQ_URL=redis://... (shared by the LBs and the API node) to queue them');
   }
+  // The API node's changes empty the lookups' cache as they happen (its fixed time only while they do not reach this LB).
+  const watch = new ApiChangeWatch({
+    apiUrl: fleet.runnerApiUrl!,
+    token: config.auth.apiToken,
+    log: logger.child({ module: 'changes' }),
+    onChange: () => lookup.clear(),
+    onLive: (live) => lookup.pushed(live),
+  });
+  watch.start();
+  made.stop = () => watch.close();
   // invoke-auth: the API node checks callers' tokens (this LB keeps none).
   const guard = new RemoteInvokeGuard(fleet.runnerApiUrl!, config.auth.apiToken);
   made.invoke = new InvokeHandler({ invoker, lookup, logger, guard, maxRequestBytes: config.agent.maxRequestBytes, ...(intake ? { detached: intake } : {}) });

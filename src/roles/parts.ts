@@ -9,7 +9,7 @@ import type { Agent, AsyncWorkers } from '../agent/index.js';
 import type { TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
 import type { Config } from '../config/index.js';
-import type { SqlDatastore, SqlSecretStore, TokenStore } from '../datastore/index.js';
+import type { ChangeLink, SqlDatastore, SqlSecretStore, TokenStore } from '../datastore/index.js';
 import type { Changes } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
 import type { RunnerServer } from '../runner/index.js';
@@ -34,6 +34,8 @@ export interface RoleParts {
   readonly secrets?: SqlSecretStore;
   /** Where the API tells its changes (the lookup cache and the agent listen). */
   readonly changes?: Changes;
+  /** Carries `changes` to and from the other nodes on the database (datastore/sql/change-feed.ts); closed before it. */
+  readonly changeLink?: ChangeLink;
   /** The queue of detached calls, when the role keeps or shares one. */
   readonly queue?: Queue;
   /** API tokens (FNTS_AUTH=on, nodes with a database): the REST API needs one. */
@@ -90,5 +92,6 @@ export async function release(parts: RoleParts, tracing: Tracing | undefined): P
   parts.syslog?.close();
   await parts.queue?.close();
   parts.tokens?.registry.close();
+  await parts.changeLink?.close();
   await parts.datastore?.close();
 }

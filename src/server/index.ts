@@ -4,6 +4,7 @@
  * intake and reconciliation, syslog forwarding, the secrets API. The roles (roles/) wire them.
  */
 export { registerApi } from './api.js';
+export { ChangeLog, registerChangesApi } from './changes.js';
 export { registerSecretsApi } from './secrets.js';
 export type { SecretsApiDeps } from './secrets.js';
 export type { ApiDeps } from './api.js';

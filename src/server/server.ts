@@ -14,6 +14,7 @@ import { Readiness, type HealthCheck, type Metrics } from '../telemetry/index.js
 import type { TokenRegistry } from '../auth/index.js';
 import type { TokenStore } from '../datastore/index.js';
 import { registerApi } from './api.js';
+import { ChangeLog, registerChangesApi } from './changes.js';
 import { guardApi } from './auth.js';
 import { registerCallsApi } from './calls.js';
 import { clientErrorToHttp, isClientAbort, toHttpError, type ClientError, type HttpError } from './errors.js';
@@ -208,6 +209,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       publicUrl: config.publicUrl,
       ...(served.changes ? { changes: served.changes } : {}),
     });
+    if (served.changes) {
+      const changeLog = new ChangeLog(served.changes);
+      // Before the server waits for requests in flight: long polls answer at once.
+      app.addHook('preClose', async () => changeLog.close());
+      registerChangesApi(app, changeLog);
+    }
     if (tokens) registerTokensApi(app, tokens);
     if (served.calls) registerCallsApi(app, { datastore: served.datastore, calls: served.calls, ...(served.queue ? { queue: served.queue } : {}) });
     if (served.secrets) registerSecretsApi(app, { datastore: served.datastore, secrets: served.secrets, ...(served.changes ? { changes: served.changes } : {}) });

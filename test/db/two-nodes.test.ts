@@ -116,10 +116,11 @@ for (const kind of ['postgres', 'mysql'] as const) {
         seenAfter.push(performance.now() - at);
       }
       console.log(`${kind}: a fn's config changed on one node reached the other's calls after ${seenAfter.map((ms) => `${ms.toFixed(0)} ms`).join(', ')} (container start included)`);
-      // A change reaches the lookups at once; the calls include a new container's start.
-      for (const ms of seenAfter) expect(ms).toBeLessThan(3000);
+      // Within a second, a new container's start included (the median: one start on a busy machine may take longer).
+      expect([...seenAfter].sort((x, y) => x - y)[1]).toBeLessThan(1000);
+      for (const ms of seenAfter) expect(ms).toBeLessThan(2000);
 
-      expect((await ask(a, 'DELETE', `/v2/fns/${fn.id}`)).status).toBe(200);
+      expect((await ask(a, 'DELETE', `/v2/fns/${fn.id}`)).status).toBe(204);
       expect(await eventually(async () => (await ask(b, 'POST', `/invoke/${fn.id}`, {})).status === 404, 1000, 20)).toBe(true);
     });
 

@@ -4,3 +4,5 @@ export { DatastoreClosedError, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore }
 export { kindOf } from './kinds.js';
 export type { SqlKind } from './kinds.js';
 export type { Schema } from './schema.js';
+export { linkChanges, POLL_MS } from './change-feed.js';
+export type { ChangeLink } from './change-feed.js';

@@ -255,6 +255,25 @@ const m0008: Migration = {
   },
 };
 
+// Changes made to apps, fns and triggers, for the other nodes on this
+// database (change-feed.ts): polled by id on MySQL and SQLite (Postgres
+// tells them with NOTIFY), pruned after a few minutes.
+const m0009: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    const kind = kindOf(db);
+    await createTable(db, 'changes')
+      .$call((b) => (kind === 'postgres' ? b.addColumn('id', 'bigserial', (c) => c.primaryKey()) : b.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement())))
+      .addColumn('origin', str(db, 64), (c) => c.notNull())
+      .addColumn('body', text(db), (c) => c.notNull())
+      .addColumn('at', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('changes_at_idx').on('changes').column('at').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('changes').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
@@ -264,4 +283,5 @@ export const migrations: Record<string, Migration> = {
   '0006_mq_redeliveries': m0006,
   '0007_tokens': m0007,
   '0008_secrets': m0008,
+  '0009_changes': m0009,
 };

@@ -1,4 +1,5 @@
 /** The tables of the SQL datastore, as Kysely types them (migrations.ts creates them). */
+import type { Generated } from 'kysely';
 
 export interface AppsTable {
   id: string;
@@ -116,6 +117,17 @@ export interface SecretsTable {
   updated_at: string;
 }
 
+/** Changes for the other nodes on the database (change-feed.ts). */
+export interface ChangesTable {
+  id: Generated<number>;
+  /** The node that made it. */
+  origin: string;
+  /** The ResourceChange, as JSON. */
+  body: string;
+  /** When (ms since the epoch): pruned some minutes later. */
+  at: number;
+}
+
 export interface Schema {
   apps: AppsTable;
   fns: FnsTable;
@@ -126,4 +138,5 @@ export interface Schema {
   mq_keys: MqKeysTable;
   tokens: TokensTable;
   secrets: SecretsTable;
+  changes: ChangesTable;
 }

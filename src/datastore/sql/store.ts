@@ -210,6 +210,11 @@ export class SqlDatastore implements Datastore {
     return this.options.kind;
   }
 
+  /** Where the database is (its password included: never log it; `shown` is for messages). */
+  get location(): DbLocation {
+    return this.options.location;
+  }
+
   /** Where the database is, for messages (no password). */
   get shown(): string {
     return this.options.location.shown;
