@@ -14,12 +14,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Kysely, Migrator } from 'kysely';
+import { Kysely, Migrator, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseDbUrl } from '../../src/config/index.js';
 import { runCallStoreContract } from '../../src/datastore/calls.contract.js';
 import { runDatastoreContract } from '../../src/datastore/datastore.contract.js';
-import { DatabaseUnavailableError, openSqlDatastore, SCHEMA_VERSION, SchemaTooNewError, SecretBox, SqlSecretStore, type SqlDatastore } from '../../src/datastore/index.js';
+import { DatabaseUnavailableError, openSqlDatastore, SCHEMA_VERSION, SchemaTooNewError, SecretBox, SqlSecretStore, type SqlDatastore, type TokenRecord } from '../../src/datastore/index.js';
 import { runSecretStoreContract } from '../../src/datastore/secrets.contract.js';
 import { migrations } from '../../src/datastore/sql/migrations.js';
 import { mysqlKysely, postgresKysely } from '../../src/datastore/sql/servers.js';
@@ -30,7 +30,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { SqliteDialect } from 'kysely';
 import { DATABASE_KINDS, startDatabase, type TestDatabase } from '../support/databases.js';
 
-const TABLES = ['secrets', 'triggers', 'fns', 'apps', 'calls', 'mq', 'mq_bodies', 'mq_keys', 'tokens'] as const;
+const TABLES = ['secrets', 'triggers', 'fns', 'apps', 'calls', 'mq', 'mq_bodies', 'mq_keys', 'tokens', 'changes'] as const;
 
 /** Kysely on `url` without the store: to lay down an old schema. */
 function rawKysely(url: string): Kysely<unknown> {
@@ -98,6 +98,54 @@ for (const kind of DATABASE_KINDS) {
         return { queue: new SqlQueue(() => store.database(), now), close: () => store.close() };
       });
     }
+
+    it('keeps API tokens (their digests) as given, oldest first, and removes them once', async () => {
+      const store = await storeOn('fresh')();
+      try {
+        const t = (id: string, at: string, extra: Partial<TokenRecord> = {}): TokenRecord => ({
+          id,
+          name: `n-${id}`,
+          role: 'developer',
+          apps: undefined,
+          digest: 'ab'.repeat(32),
+          created_at: at,
+          expires_at: undefined,
+          ...extra,
+        });
+        const second = t('t2', '2026-11-26T10:00:01.000Z', { apps: ['a', 'B'], expires_at: '2027-01-01T00:00:00.000Z' });
+        await store.tokens.insertToken(second);
+        await store.tokens.insertToken(t('t1', '2026-11-26T10:00:00.000Z'));
+        expect(await store.tokens.listTokens()).toEqual([t('t1', '2026-11-26T10:00:00.000Z'), second]);
+        await expect(store.tokens.insertToken(t('t1', '2026-11-26T10:00:02.000Z'))).rejects.toThrow();
+        expect(await store.tokens.removeToken('t1')).toBe(true);
+        expect(await store.tokens.removeToken('t1')).toBe(false);
+        expect((await store.tokens.listTokens()).map((x) => x.id)).toEqual(['t2']);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it.runIf(kind !== 'sqlite')('prunes call records on one node at a time: a node that finds another pruning skips its turn', async () => {
+      const store = await storeOn('fresh')();
+      try {
+        const old = { id: 'C1', status: 'success', app_id: 'A', fn_id: 'F', created_at: '2020-01-01T00:00:00.000Z', stats: [] };
+        await store.calls.insert([old as never]);
+        await store
+          .database()
+          .connection()
+          .execute(async (other) => {
+            // Another node's prune in progress: it holds the lock.
+            if (kind === 'postgres') await sql`select pg_advisory_lock(${sql.lit(0x666e747301n)})`.execute(other);
+            else await sql`select get_lock('fnts.calls.prune', 10)`.execute(other);
+            expect(await store.calls.prune('2021-01-01T00:00:00.000Z', 100)).toBe(0);
+            if (kind === 'postgres') await sql`select pg_advisory_unlock(${sql.lit(0x666e747301n)})`.execute(other);
+            else await sql`select release_lock('fnts.calls.prune')`.execute(other);
+          });
+        expect(await store.calls.prune('2021-01-01T00:00:00.000Z', 100)).toBe(1);
+      } finally {
+        await store.close();
+      }
+    });
 
     it('lets any number of nodes start at the same moment on an empty database: all come up, on one schema', async () => {
       const url = await server.newDatabase();
