@@ -200,12 +200,14 @@ export class RemoteLookup implements TargetLookup {
    * Whether the API node's changes reach this lookup (lb/changes.ts): then
    * every change empties the cache and answers are kept up to LIVE_TTL_MS
    * (a bound should a change ever be missed); otherwise for FNTS_LB_CACHE_MSECS.
+   *
+   * Nothing is dropped here: the watch going live has just emptied the
+   * cache (its first answer is a reset), and when it stops (the API node
+   * went away) the entries past the short time are what calls are served
+   * with until the API node is back (the stale bound).
    */
   pushed(live: boolean): void {
-    const ttl = live ? Math.max(LIVE_TTL_MS, this.o.ttlMs) : this.o.ttlMs;
-    if (ttl === this.ttlMs) return;
-    this.ttlMs = ttl;
-    this.clear();
+    this.ttlMs = live ? Math.max(LIVE_TTL_MS, this.o.ttlMs) : this.o.ttlMs;
   }
 
   /** The version of fn `fnId`'s secrets ('' for none), its values kept for its calls meanwhile. */

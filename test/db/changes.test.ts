@@ -73,6 +73,22 @@ for (const kind of DATABASE_KINDS) {
       expect(await eventually(() => a.seen.at(-1)?.kind === 'app', 1000, 5)).toBe(true);
     });
 
+    it('loses none and repeats none of the changes both nodes make at once', async () => {
+      const [aFrom, bFrom] = [a.seen.length, b.seen.length];
+      // Inserts from two pools at once: their ids may commit out of order (MariaDB).
+      for (let i = 0; i < 100; i++) (i % 2 ? a : b).changes.publish({ kind: 'fn', id: `both${i}`, appId: 'a1' });
+      const ids = (n: Node, from: number): string[] =>
+        n.seen
+          .slice(from)
+          .flatMap((c) => (c.kind === 'fn' ? [c.id] : []))
+          .sort();
+      const all = Array.from({ length: 100 }, (_, i) => `both${i}`).sort();
+      expect(await eventually(() => ids(a, aFrom).length >= 100 && ids(b, bFrom).length >= 100, 3000, 10)).toBe(true);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(ids(a, aFrom)).toEqual(all);
+      expect(ids(b, bFrom)).toEqual(all);
+    });
+
     it('ignores what on the feed is not a change of ours', async () => {
       const before = b.seen.length;
       if (kind === 'postgres') {
@@ -85,6 +101,26 @@ for (const kind of DATABASE_KINDS) {
       }
       await new Promise((r) => setTimeout(r, 300));
       expect(b.seen.length).toBe(before);
+    });
+
+    it.runIf(kind === 'postgres')('publishes a reset on the node whose LISTEN connection was cut (pg_terminate_backend), and only there; then changes again', async () => {
+      const admin = new pg.Client(parseDbUrlForTest(a.store));
+      await admin.connect();
+      // b's LISTEN connection: the later of the two the links opened on this database.
+      const { rows } = await admin.query<{ pid: number }>("select pid from pg_stat_activity where application_name = 'fnts changes' and datname = current_database() order by backend_start desc");
+      expect(rows).toHaveLength(2);
+      const [aFrom, bFrom] = [a.seen.length, b.seen.length];
+      const at = performance.now();
+      await admin.query('select pg_terminate_backend($1)', [rows[0]!.pid]);
+      await admin.end();
+      expect(await eventually(() => b.seen.slice(bFrom).some((c) => c.kind === 'reset'), 5000, 5)).toBe(true);
+      console.log(`postgres: b's LISTEN connection cut, listening again (its reset published) after ${(performance.now() - at).toFixed(0)} ms`);
+      a.changes.publish({ kind: 'fn', id: 'after-cut', appId: 'a1' });
+      expect(await eventually(() => b.seen.some((c) => c.kind === 'fn' && c.id === 'after-cut'), 1000, 5)).toBe(true);
+      b.changes.publish({ kind: 'fn', id: 'from-b', appId: 'a1' });
+      expect(await eventually(() => a.seen.some((c) => c.kind === 'fn' && c.id === 'from-b'), 1000, 5)).toBe(true);
+      // a lost nothing: no reset there.
+      expect(a.seen.slice(aFrom).filter((c) => c.kind === 'reset')).toEqual([]);
     });
 
     it.runIf(kind !== 'sqlite')(
