@@ -54,4 +54,30 @@ describe('FnLookup (SQLite)', () => {
     await ds.insertFn(fn);
     expect((await resolve(lookup.byFn(fn.id))).fn.fnName).toBe('soon');
   });
+
+  it('reads an answer again in the background once it is a minute old, serving the old one meanwhile, and drops it when the fn is gone', async () => {
+    let t = 0;
+    const aged = new FnLookup(ds, new Changes(), undefined, () => t);
+    const app = await ds.insertApp(newAppFromJson({ name: 'missed' }));
+    const fn = await ds.insertFn(newFnFromJson({ app_id: app.id, name: 'f', image: 'f:1' }));
+    const first = await resolve(aged.byFn(fn.id));
+    // A change this node never heard of (no publish).
+    await ds.updateFn(fn.id, (f) => ({ ...f, image: 'f:2' }));
+    t = 59_000;
+    expect(aged.byFn(fn.id)).toBe(first);
+    t = 61_000;
+    // Old: served at once as it was, and read again meanwhile.
+    expect(aged.byFn(fn.id)).toBe(first);
+    await new Promise((r) => setTimeout(r, 50));
+    const again = aged.byFn(fn.id);
+    expect(again).not.toBeInstanceOf(Promise);
+    expect((again as Target).fn.image).toBe('f:2');
+    // Gone without a word: dropped at the next read past its age, then not found.
+    await ds.removeFn(fn.id);
+    t = 130_000;
+    expect(aged.byFn(fn.id)).not.toBeInstanceOf(Promise);
+    await new Promise((r) => setTimeout(r, 50));
+    await expect(resolve(aged.byFn(fn.id))).rejects.toMatchObject({ status: 404 });
+    aged.close();
+  });
 });
