@@ -49,7 +49,9 @@ export function runAs(user: { uid: number; gid: number } | undefined, command: s
 
 /** Starts a server process as `user` (when root: the process itself, so that killing it kills the server), its output kept for the error of a start that fails. */
 export function spawnServer(user: { uid: number; gid: number } | undefined, command: string, args: readonly string[]): { proc: ChildProcess; output: () => string } {
-  const proc = spawn(command, [...args], { stdio: ['ignore', 'pipe', 'pipe'], ...(asRoot && user ? { uid: user.uid, gid: user.gid } : {}) });
+  // setpriv asks the kernel to SIGKILL the server when the test worker dies, however it dies (no exit handler runs on a SIGKILL).
+  const [cmd, argv] = setprivPresent ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', command, ...args]] : [command, [...args]];
+  const proc = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], ...(asRoot && user ? { uid: user.uid, gid: user.gid } : {}) });
   let output = '';
   proc.stdout!.on('data', (b: Buffer) => (output = (output + b.toString()).slice(-20_000)));
   proc.stderr!.on('data', (b: Buffer) => (output = (output + b.toString()).slice(-20_000)));
@@ -59,7 +61,10 @@ export function spawnServer(user: { uid: number; gid: number } | undefined, comm
   return { proc, output: () => output };
 }
 
-/** Server processes still running: killed when the worker exits, however it exits. */
+/** Whether util-linux's setpriv is here (Debian has it). */
+const setprivPresent = spawnSync('setpriv', ['--version']).status === 0;
+
+/** Server processes still running: killed when the worker exits (and by the kernel when it is killed: setpriv). */
 const servers = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const p of servers) p.kill('SIGKILL');

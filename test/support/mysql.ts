@@ -32,14 +32,14 @@ export async function startMysql(): Promise<TestDbServer> {
       `--port=${port}`,
       '--bind-address=127.0.0.1',
       `--socket=${socket}`,
-      ...(owner ? [`--user=${USER}`] : []),
       '--innodb-flush-log-at-trx-commit=2',
       '--innodb-buffer-pool-size=64M',
       '--skip-log-bin',
       '--max-connections=300',
       '--skip-name-resolve',
     ];
-    const server = spawnServer(undefined, 'mariadbd', args);
+    // Run as mysql from the start (not --user, which changes user later and so loses setpriv's death signal).
+    const server = spawnServer(owner, 'mariadbd', args);
     await waitUntilServing(
       'mariadbd',
       server.proc,
