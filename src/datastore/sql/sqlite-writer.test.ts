@@ -52,4 +52,30 @@ describe('the call record writer thread', () => {
       await writer.close();
     }
   });
+
+  it('writes what comes while a batch is with the thread as one more batch, each caller answered once its own record is stored', async () => {
+    const store = await openSqlite(join(dir, 'group.db'));
+    try {
+      const json = (i: number): string => JSON.stringify({ id: `G${i}`, fn_id: 'F', app_id: 'A', status: 'queued', created_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), stats: [] });
+      // As detached calls' records come: each awaited by its own caller, many at once.
+      const seen = await Promise.all(
+        Array.from({ length: 200 }, async (_, i) => {
+          await store.calls.insertSerialized([json(i)]);
+          // Stored when its promise settles: readable at once.
+          return (await store.calls.getCall('F', `G${i}`)).id;
+        }),
+      );
+      expect(seen).toEqual(Array.from({ length: 200 }, (_, i) => `G${i}`));
+      // A record the database refuses fails its own caller only: the batch it joined is tried again part by part.
+      const bad = store.calls.insertSerialized(['{"id":"X","app_id":"A","status":"success","created_at":"2024-01-01T00:00:00.000Z"}']);
+      const joined = store.calls.insertSerialized([json(300)]);
+      const results = await Promise.allSettled([bad, joined]);
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+      expect((await store.calls.getCall('F', 'G300')).id).toBe('G300');
+      await store.calls.insertSerialized([json(301)]);
+      expect((await store.calls.getCall('F', 'G301')).id).toBe('G301');
+    } finally {
+      await store.close();
+    }
+  });
 });

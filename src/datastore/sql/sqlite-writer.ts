@@ -163,11 +163,50 @@ export function workerWriter(path: string): BatchWriter {
       if (pending.size === 0) worker.unref();
     });
   };
+  // Group commit: writes that come while one is with the thread wait for it, then go as one batch (one transaction);
+  // each caller's promise settles once the batch it joined is stored. A detached call's record (its caller waits for
+  // it before the 202) no longer costs a transaction and a round trip of its own when many come at once. A batch the
+  // database refuses is tried again part by part, so that one caller's bad record fails no other's.
+  interface Part {
+    readonly records: readonly string[];
+    readonly logs: readonly CallLogEntry[];
+    readonly resolve: () => void;
+    readonly reject: (err: Error) => void;
+  }
+  let group: Part[] | undefined;
+  let writing: Promise<void> = Promise.resolve();
+  const flush = async (parts: Part[]): Promise<void> => {
+    try {
+      await send({ kind: 'write', records: parts.flatMap((p) => p.records), logs: parts.flatMap((p) => p.logs) });
+      for (const p of parts) p.resolve();
+    } catch (err) {
+      if (parts.length === 1) return parts[0]!.reject(err as Error);
+      for (const p of parts) {
+        await send({ kind: 'write', records: p.records, logs: p.logs }).then(
+          () => p.resolve(),
+          (e: unknown) => p.reject(e as Error),
+        );
+      }
+    }
+  };
+  const write = (records: readonly string[], logs: readonly CallLogEntry[]): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const part: Part = { records, logs, resolve, reject };
+      if (group) {
+        group.push(part);
+        return;
+      }
+      const parts = [part];
+      group = parts;
+      writing = writing.then(() => {
+        // From now on, writes form the next group.
+        if (group === parts) group = undefined;
+        return flush(parts);
+      });
+    });
   let closing: Promise<void> | undefined;
   return {
-    write: async (records, logs) => {
-      await send({ kind: 'write', records, logs });
-    },
+    write,
     prune: async (before, perFn) => Number(await send({ kind: 'prune', before, perFn })),
     close() {
       closing ??= send({ kind: 'close' })
