@@ -11,7 +11,8 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { CallLogEntry } from '../calls.js';
-import type { BatchWriter, RecordColumns } from './calls.js';
+import type { BatchWriter } from './calls.js';
+import { callRows, placeholderRow } from './call-rows.js';
 import type { CallsTable, Schema } from './schema.js';
 
 /** Rows per statement, and bytes of documents per statement (MySQL's max_allowed_packet is 16 MiB by default). */
@@ -38,22 +39,6 @@ function* statements(rows: readonly CallsTable[]): Generator<CallsTable[]> {
   if (batch.length > 0) yield batch;
 }
 
-/** The batch's rows, one per id (a later record of an id replaces an earlier one and keeps its log), and the logs with no record in it. */
-function rowsOf(records: readonly string[], logs: readonly CallLogEntry[]): { rows: CallsTable[]; alone: CallLogEntry[] } {
-  const logOf = new Map<string, CallLogEntry>();
-  for (const log of logs) logOf.set(log.callId, log);
-  const rows = new Map<string, CallsTable>();
-  for (const json of records) {
-    const r = JSON.parse(json) as RecordColumns;
-    const found = logOf.get(r.id);
-    const log = found !== undefined && found.fnId === r.fn_id ? found : undefined;
-    if (log !== undefined) logOf.delete(r.id);
-    const earlier = rows.get(r.id);
-    rows.set(r.id, { id: r.id, fn_id: r.fn_id, app_id: r.app_id, status: r.status, created_at: r.created_at, record: json, log: log?.log ?? earlier?.log ?? null });
-  }
-  return { rows: [...rows.values()], alone: [...logOf.values()] };
-}
-
 async function upsert(trx: Transaction<Schema>, kind: 'postgres' | 'mysql', rows: CallsTable[]): Promise<void> {
   const insert = trx.insertInto('calls').values(rows);
   if (kind === 'postgres') {
@@ -74,9 +59,7 @@ async function upsert(trx: Transaction<Schema>, kind: 'postgres' | 'mysql', rows
 async function placeLog(trx: Transaction<Schema>, kind: 'postgres' | 'mysql', log: CallLogEntry): Promise<void> {
   const set = await trx.updateTable('calls').set({ log: log.log }).where('id', '=', log.callId).executeTakeFirst();
   if (Number(set.numUpdatedRows) > 0) return;
-  const created_at = new Date(log.created).toISOString();
-  const record = JSON.stringify({ id: log.callId, status: 'running', app_id: log.appId, fn_id: log.fnId, created_at, stats: [] });
-  const insert = trx.insertInto('calls').values({ id: log.callId, fn_id: log.fnId, app_id: log.appId, status: 'running', created_at, record, log: log.log });
+  const insert = trx.insertInto('calls').values(placeholderRow(log));
   if (kind === 'postgres') await insert.onConflict((oc) => oc.column('id').doUpdateSet({ log: (eb) => eb.ref('excluded.log') })).execute();
   else await insert.onDuplicateKeyUpdate({ log: sql`values(log)` }).execute();
 }
@@ -114,7 +97,7 @@ async function pruneIn(db: Kysely<Schema> | Transaction<Schema>, before: string,
 export function serverWriter(db: () => Kysely<Schema>, kind: 'postgres' | 'mysql'): BatchWriter {
   return {
     async write(records, logs) {
-      const { rows, alone } = rowsOf(records, logs);
+      const { rows, alone } = callRows(records, logs);
       await db()
         .transaction()
         .execute(async (trx) => {

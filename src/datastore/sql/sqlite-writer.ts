@@ -14,7 +14,9 @@
 import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { CallLogEntry } from '../calls.js';
-import type { BatchWriter, RecordColumns } from './calls.js';
+import type { BatchWriter } from './calls.js';
+import { callRows, placeholderRow } from './call-rows.js';
+import type { CallsTable } from './schema.js';
 
 /** What the writer does with a batch, on whichever thread holds its connection. */
 export interface WriterProgram {
@@ -37,14 +39,13 @@ export interface WriterProgram {
  * arrives.
  */
 export function writerProgram(db: BetterSqlite3.Database): WriterProgram {
-  const insertCall = db.prepare<{ id: string; fn_id: string; app_id: string; status: string; created_at: string; record: string; log: string | null }>(
+  const insertCall = db.prepare<CallsTable>(
     'INSERT INTO calls (id, fn_id, app_id, status, created_at, record, log) VALUES (@id, @fn_id, @app_id, @status, @created_at, @record, @log) ' +
       'ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record, log = coalesce(excluded.log, calls.log)',
   );
   const setLog = db.prepare<CallLogEntry>('UPDATE calls SET log = @log WHERE id = @callId');
-  const placeholder = db.prepare<{ id: string; fn_id: string; app_id: string; created_at: string; record: string; log: string }>(
-    "INSERT INTO calls (id, fn_id, app_id, status, created_at, record, log) VALUES (@id, @fn_id, @app_id, 'running', @created_at, @record, @log) " +
-      'ON CONFLICT (id) DO UPDATE SET log = excluded.log',
+  const placeholder = db.prepare<CallsTable>(
+    'INSERT INTO calls (id, fn_id, app_id, status, created_at, record, log) VALUES (@id, @fn_id, @app_id, @status, @created_at, @record, @log) ' + 'ON CONFLICT (id) DO UPDATE SET log = excluded.log',
   );
   const pruneOld = db.prepare<[string]>('DELETE FROM calls WHERE created_at < ?');
   const crowded = db.prepare<[number], string>('SELECT fn_id FROM calls GROUP BY fn_id HAVING count(*) > ?').pluck();
@@ -52,23 +53,9 @@ export function writerProgram(db: BetterSqlite3.Database): WriterProgram {
   const pruneFn = db.prepare<{ fn_id: string; created_at: string; id: string }>('DELETE FROM calls WHERE fn_id = @fn_id AND (created_at < @created_at OR (created_at = @created_at AND id < @id))');
   return {
     write: db.transaction((records: readonly string[], logs: readonly CallLogEntry[]): void => {
-      // A log whose record is in the same batch goes into the record's row.
-      const byId = new Map<string, CallLogEntry>();
-      for (const log of logs) byId.set(log.callId, log);
-      for (const json of records) {
-        const r = JSON.parse(json) as RecordColumns;
-        const found = byId.get(r.id);
-        const log = found !== undefined && found.fnId === r.fn_id ? found : undefined;
-        if (log !== undefined) byId.delete(r.id);
-        insertCall.run({ id: r.id, fn_id: r.fn_id, app_id: r.app_id, status: r.status, created_at: r.created_at, record: json, log: log === undefined ? null : log.log });
-      }
-      for (const log of byId.values()) {
-        if (setLog.run(log).changes === 0) {
-          const created_at = new Date(log.created).toISOString();
-          const record = JSON.stringify({ id: log.callId, status: 'running', app_id: log.appId, fn_id: log.fnId, created_at, stats: [] });
-          placeholder.run({ id: log.callId, fn_id: log.fnId, app_id: log.appId, created_at, record, log: log.log });
-        }
-      }
+      const { rows, alone } = callRows(records, logs);
+      for (const row of rows) insertCall.run(row);
+      for (const log of alone) if (setLog.run(log).changes === 0) placeholder.run(placeholderRow(log));
     }),
     prune: db.transaction((before: string, perFn: number): number => {
       let removed = pruneOld.run(before).changes;
@@ -163,50 +150,11 @@ export function workerWriter(path: string): BatchWriter {
       if (pending.size === 0) worker.unref();
     });
   };
-  // Group commit: writes that come while one is with the thread wait for it, then go as one batch (one transaction);
-  // each caller's promise settles once the batch it joined is stored. A detached call's record (its caller waits for
-  // it before the 202) no longer costs a transaction and a round trip of its own when many come at once. A batch the
-  // database refuses is tried again part by part, so that one caller's bad record fails no other's.
-  interface Part {
-    readonly records: readonly string[];
-    readonly logs: readonly CallLogEntry[];
-    readonly resolve: () => void;
-    readonly reject: (err: Error) => void;
-  }
-  let group: Part[] | undefined;
-  let writing: Promise<void> = Promise.resolve();
-  const flush = async (parts: Part[]): Promise<void> => {
-    try {
-      await send({ kind: 'write', records: parts.flatMap((p) => p.records), logs: parts.flatMap((p) => p.logs) });
-      for (const p of parts) p.resolve();
-    } catch (err) {
-      if (parts.length === 1) return parts[0]!.reject(err as Error);
-      for (const p of parts) {
-        await send({ kind: 'write', records: p.records, logs: p.logs }).then(
-          () => p.resolve(),
-          (e: unknown) => p.reject(e as Error),
-        );
-      }
-    }
-  };
-  const write = (records: readonly string[], logs: readonly CallLogEntry[]): Promise<void> =>
-    new Promise<void>((resolve, reject) => {
-      const part: Part = { records, logs, resolve, reject };
-      if (group) {
-        group.push(part);
-        return;
-      }
-      const parts = [part];
-      group = parts;
-      writing = writing.then(() => {
-        // From now on, writes form the next group.
-        if (group === parts) group = undefined;
-        return flush(parts);
-      });
-    });
   let closing: Promise<void> | undefined;
   return {
-    write,
+    write: async (records, logs) => {
+      await send({ kind: 'write', records, logs });
+    },
     prune: async (before, perFn) => Number(await send({ kind: 'prune', before, perFn })),
     close() {
       closing ??= send({ kind: 'close' })
