@@ -125,7 +125,7 @@ export class PollCursor {
 
 /** Links `local` to every other node on `store`'s database; resolves once it listens. */
 export async function linkChanges(store: SqlDatastore, local: Changes, log: Logger, options: ChangeLinkOptions = {}): Promise<ChangeLink> {
-  if (store.kind === 'sqlite' && store.shown.endsWith(':memory:')) return { close: async () => undefined };
+  if (store.location.kind === 'sqlite' && store.location.path === ':memory:') return { close: async () => undefined };
   const link = new SharedChanges(store, local, log, options);
   await link.start();
   return link;

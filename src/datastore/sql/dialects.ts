@@ -69,7 +69,6 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   database.pragma('busy_timeout = 5000');
   const db = new Kysely<Schema>({ dialect: new SqliteFileDialect({ database }) });
   return SqlDatastore.open(db, {
-    kind: 'sqlite',
     location: { kind: 'sqlite', path, shown: `sqlite3://${path}` },
     isUniqueViolation: isSqliteUniqueViolation,
     isStorageFull: isSqliteFull,
@@ -92,7 +91,7 @@ export async function openSqlDatastore(url: string | DbLocation, options: Partia
     if (err instanceof DbUrlError) throw new UnsupportedDatabaseError(err.message, { cause: err });
     throw err;
   }
-  const server: ServerOptions = { poolSize: options.poolSize ?? 10, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) };
+  const server: ServerOptions = { poolSize: options.poolSize ?? 10, onUnavailable: options.onUnavailable };
   switch (loc.kind) {
     case 'sqlite':
       return openSqlite(loc.path);

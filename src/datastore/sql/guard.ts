@@ -20,7 +20,7 @@ export interface GuardOptions {
   /** Whether a driver error means the database does not answer (connection refused, lost, timed out, shutting down). */
   readonly isUnavailable: (err: unknown) => boolean;
   /** Told each time the database is found not to answer, with why. */
-  readonly onUnavailable?: (err: unknown) => void;
+  readonly onUnavailable?: ((err: unknown) => void) | undefined;
 }
 
 class GuardedConnection implements DatabaseConnection {

@@ -17,7 +17,7 @@ export interface ServerOptions {
   /** Connections in the pool. */
   readonly poolSize: number;
   /** Told when the database does not answer (once per failed query), and when an idle connection breaks. */
-  readonly onUnavailable?: (err: unknown) => void;
+  readonly onUnavailable?: ((err: unknown) => void) | undefined;
 }
 
 /** How long making a connection may take before the request answers 503. */
@@ -61,13 +61,12 @@ export function postgresKysely<DB = Schema>(loc: PgLocation, options: ServerOpti
   const pool = new pg.Pool(postgresPoolConfig(loc, options.poolSize));
   // An idle connection the server closed (a restart) is an event of the pool: without a listener it would end the process.
   pool.on('error', (err) => options.onUnavailable?.(err));
-  return new Kysely<DB>({ dialect: guarded(new PostgresDialect({ pool }), { isUnavailable: pgUnavailable, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) }) });
+  return new Kysely<DB>({ dialect: guarded(new PostgresDialect({ pool }), { isUnavailable: pgUnavailable, onUnavailable: options.onUnavailable }) });
 }
 
 export async function openPostgres(loc: PgLocation, options: ServerOptions): Promise<SqlDatastore> {
   const db = postgresKysely(loc, options);
   return SqlDatastore.open(db, {
-    kind: 'postgres',
     location: loc,
     // 23505 unique_violation; 53100 disk_full.
     isUniqueViolation: (err) => (err as { code?: unknown } | null)?.code === '23505',
@@ -98,13 +97,12 @@ export function mysqlPoolOptions(loc: MysqlLocation, poolSize: number): PoolOpti
 /** Kysely on a pool of connections to the MySQL database `loc`, its errors guarded (guard.ts). */
 export function mysqlKysely<DB = Schema>(loc: MysqlLocation, options: ServerOptions): Kysely<DB> {
   const pool = createPool(mysqlPoolOptions(loc, options.poolSize));
-  return new Kysely<DB>({ dialect: guarded(new MysqlDialect({ pool }), { isUnavailable: mysqlUnavailable, ...(options.onUnavailable ? { onUnavailable: options.onUnavailable } : {}) }) });
+  return new Kysely<DB>({ dialect: guarded(new MysqlDialect({ pool }), { isUnavailable: mysqlUnavailable, onUnavailable: options.onUnavailable }) });
 }
 
 export async function openMysql(loc: MysqlLocation, options: ServerOptions): Promise<SqlDatastore> {
   const db = mysqlKysely(loc, options);
   return SqlDatastore.open(db, {
-    kind: 'mysql',
     location: loc,
     // ER_DUP_ENTRY; ER_RECORD_FILE_FULL, ER_DISK_FULL.
     isUniqueViolation: (err) => (err as { errno?: unknown } | null)?.errno === 1062,

@@ -127,11 +127,8 @@ const toTrigger = (r: Selectable<TriggersTable>): Trigger => ({
   updated_at: r.updated_at,
 });
 
-/** Splits one extra row off a `perPage + 1` query into the page and its cursor. */
 export interface SqlDatastoreOptions {
-  /** Which database this is. */
-  kind: SqlKind;
-  /** Where it is (its `shown` form for messages: no password). */
+  /** Which database (its `kind`) and where (its `shown` form for messages: no password). */
   location: DbLocation;
   /** Recognises a unique-constraint violation of this database driver. */
   isUniqueViolation(err: unknown): boolean;
@@ -207,7 +204,7 @@ export class SqlDatastore implements Datastore {
 
   /** Which database this is: sqlite, postgres or mysql. */
   get kind(): SqlKind {
-    return this.options.kind;
+    return this.options.location.kind;
   }
 
   /** Where the database is (its password included: never log it; `shown` is for messages). */
