@@ -7,6 +7,7 @@
  * when it does not (the API node is away, or has no such endpoint: an
  * older fnts, Fn's own) the cache falls back to FNTS_LB_CACHE_MSECS.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { askApi } from './lookup.js';
 
@@ -45,12 +46,10 @@ export class ApiChangeWatch {
     this.o.onLive(live);
   }
 
+  /** Waits `ms`, or until the watch is closed. */
   private async pause(ms: number): Promise<void> {
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      timer.unref();
-      this.stop.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
-    });
+    // timers/promises removes its abort listener when the time is up (one added per pause would pile up over a long outage).
+    await sleep(ms, undefined, { signal: this.stop.signal, ref: false }).catch(() => undefined);
   }
 
   private async run(): Promise<void> {
