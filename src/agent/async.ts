@@ -1,7 +1,8 @@
 /**
  * The agent's async workers (as Fn's agent: "check the mq for any async
  * calls, and submit them"): while the resource tracker's async area is below
- * its high-water mark, lease the oldest detached call from the queue, run it
+ * its high-water mark, lease the oldest detached calls from the queue (up to
+ * LEASE_BATCH a round trip), run each
  * as `detached` (async area only, never the sync reserve), keep its lease
  * alive while it runs, then settle it:
  *
@@ -33,6 +34,8 @@ const RELEASE_DEAD_EVERY_MS = 5000;
 const IDLE_POLL_MS = 200;
 /** Calls running at once (leased and not yet answered). */
 const MAX_IN_FLIGHT = 64;
+/** Calls leased per round trip to the queue, at most. */
+const LEASE_BATCH = 16;
 /**
  * Calls answered and being settled (their log awaited, record stored, queue
  * told) at once: settling holds no container, so it does not count against
@@ -162,22 +165,24 @@ export class AsyncWorkers {
         await Promise.race(this.settling);
         continue;
       }
-      let item: QueuedCall | undefined;
+      let items: QueuedCall[];
       try {
         // A generous lease to start with; renewed from the call's own timeout once it is read.
-        item = await this.o.queue.reserve(5 * 60_000, this.o.instance);
+        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, MAX_IN_FLIGHT - this.running.size), 5 * 60_000, this.o.instance);
       } catch (err) {
         this.o.log.error({ err }, 'could not read the queue of detached calls');
         await this.pause(1000);
         continue;
       }
-      if (!item) {
+      if (items.length === 0) {
         await this.pause(IDLE_POLL_MS);
         continue;
       }
-      const job = this.execute(item);
-      this.running.add(job);
-      void job.finally(() => this.running.delete(job));
+      for (const item of items) {
+        const job = this.execute(item);
+        this.running.add(job);
+        void job.finally(() => this.running.delete(job));
+      }
     }
   }
 

@@ -16,5 +16,5 @@ export { decodeCursor, encodeCursor } from './cursor.js';
 export { DATABASE_DISK_FULL, DATABASE_UNAVAILABLE, DatabaseUnavailableError, DiskWatch, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, kindOf, openSqlDatastore, openSqlite, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore, SqlSecretStore, UnsupportedDatabaseError } from './sql/index.js';
-export type { ChangeLink, Schema as SqlSchema, SqlKind } from './sql/index.js';
+export type { ChangeLink, ProgramSource, Schema as SqlSchema, SqliteProgram, SqliteThread, SqlKind } from './sql/index.js';
 export { linkChanges } from './sql/index.js';

@@ -36,6 +36,26 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       expect(await q.size()).toBe(2);
     });
 
+    it('leases many at once, oldest first, none twice; an ended lease is taken back and counted', async () => {
+      const q = await queue();
+      for (const id of ['a', 'b', 'c']) {
+        await q.enqueue(item(id));
+        t += 1;
+      }
+      expect((await q.reserveBatch(2, 30_000, 'w1')).map((c) => c.id)).toEqual(['a', 'b']);
+      const [c] = await q.reserveBatch(5, 30_000, 'w2');
+      expect(c).toMatchObject({ id: 'c', fnId: 'f1', attempts: 0, redeliveries: 0 });
+      expect(c!.body.toString()).toBe('body of c');
+      expect(await q.reserveBatch(5, 30_000, 'w2')).toEqual([]);
+      t += 30_000;
+      const again = await q.reserveBatch(5, 30_000, 'w3');
+      expect(again.map((i) => [i.id, i.redeliveries])).toEqual([
+        ['a', 1],
+        ['b', 1],
+        ['c', 1],
+      ]);
+    });
+
     it('tells since when its longest-waiting ready item has been ready', async () => {
       const q = await queue();
       expect(await q.oldestReadyAt()).toBeUndefined();

@@ -56,6 +56,8 @@ export interface Queue {
   redrive(fnId: string, id: string): Promise<boolean>;
   /** The oldest ready item, leased for `leaseMs` to `holder` (a process); undefined when none is ready. */
   reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined>;
+  /** Up to `max` of the oldest ready items, oldest first, leased as reserve() leases one, in one round trip where the backend allows. */
+  reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]>;
   /**
    * Ends at once the leases of holders `isDead` says are gone (a server
    * killed mid-call, restarted): their items are ready again, each with one

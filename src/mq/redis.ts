@@ -20,7 +20,7 @@
 import { Redis, ReplyError } from 'ioredis';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
 
-const ENQUEUE = `
+const ENQUEUE_LUA = `
 local p, id, now = KEYS[1], ARGV[1], tonumber(ARGV[2])
 if ARGV[7] ~= '' then
   local k = p .. 'key:' .. ARGV[3] .. ':' .. ARGV[7]
@@ -36,7 +36,7 @@ redis.call('HSET', p .. 'item:' .. id, 'fn_id', ARGV[3], 'call_json', ARGV[4], '
 redis.call('ZADD', p .. 'ready', now, id)
 return id`;
 
-const RESERVE = `
+const RESERVE_LUA = `
 local p, now, lease, holder = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local from = 'ready'
 local id = redis.call('ZRANGEBYSCORE', p .. 'ready', '-inf', now, 'LIMIT', 0, 1)[1]
@@ -52,12 +52,12 @@ if from == 'leased' then redis.call('HINCRBY', p .. 'item:' .. id, 'redeliveries
 local f = redis.call('HMGET', p .. 'item:' .. id, 'fn_id', 'call_json', 'body', 'attempts', 'max_attempts', 'redeliveries')
 return { id, f[1], f[2], f[3], f[4], f[5], f[6] or '0' }`;
 
-const EXTEND = `
+const EXTEND_LUA = `
 local p = KEYS[1]
 if redis.call('ZSCORE', p .. 'leased', ARGV[1]) then redis.call('ZADD', p .. 'leased', tonumber(ARGV[2]), ARGV[1]) end
 return 1`;
 
-const ACK = `
+const ACK_LUA = `
 local p = KEYS[1]
 redis.call('ZREM', p .. 'leased', ARGV[1])
 redis.call('ZREM', p .. 'ready', ARGV[1])
@@ -65,7 +65,7 @@ redis.call('ZREM', p .. 'dead', ARGV[1])
 redis.call('DEL', p .. 'item:' .. ARGV[1])
 return 1`;
 
-const RETRY = `
+const RETRY_LUA = `
 local p, id = KEYS[1], ARGV[1]
 if redis.call('EXISTS', p .. 'item:' .. id) == 0 then return 0 end
 redis.call('ZREM', p .. 'leased', id)
@@ -74,7 +74,7 @@ redis.call('HSET', p .. 'item:' .. id, 'state', 'ready', 'holder', '')
 if ARGV[3] == '1' then redis.call('HINCRBY', p .. 'item:' .. id, 'attempts', 1) end
 return 1`;
 
-const DEAD = `
+const DEAD_LUA = `
 local p, id = KEYS[1], ARGV[1]
 if redis.call('EXISTS', p .. 'item:' .. id) == 0 then return 0 end
 redis.call('ZREM', p .. 'leased', id)
@@ -84,7 +84,7 @@ redis.call('HSET', p .. 'item:' .. id, 'state', 'dead', 'holder', '', 'reason', 
 redis.call('HINCRBY', p .. 'item:' .. id, 'attempts', 1)
 return 1`;
 
-const REDRIVE = `
+const REDRIVE_LUA = `
 local p, id = KEYS[1], ARGV[2]
 local f = redis.call('HMGET', p .. 'item:' .. id, 'state', 'fn_id')
 if f[1] ~= 'dead' or f[2] ~= ARGV[1] then return 0 end
@@ -93,7 +93,7 @@ redis.call('ZREM', p .. 'dead', id)
 redis.call('ZADD', p .. 'ready', tonumber(ARGV[3]), id)
 return 1`;
 
-const RELEASE = `
+const RELEASE_LUA = `
 local p, id = KEYS[1], ARGV[1]
 if redis.call('HGET', p .. 'item:' .. id, 'holder') ~= ARGV[2] or not redis.call('ZSCORE', p .. 'leased', id) then return 0 end
 redis.call('ZREM', p .. 'leased', id)
@@ -105,7 +105,7 @@ return 1`;
 /** At most this many dead items go per script run: a large backlog is pruned over several runs, never in one long stall of Redis. */
 const PRUNE_BATCH = 500;
 
-const PRUNE_DEAD = `
+const PRUNE_DEAD_LUA = `
 local p = KEYS[1]
 local ids = redis.call('ZRANGEBYSCORE', p .. 'dead', '-inf', '(' .. ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(ids) do
@@ -114,7 +114,7 @@ for _, id in ipairs(ids) do
 end
 return #ids`;
 
-const HAS = `
+const HAS_LUA = `
 local p, found = KEYS[1], {}
 for i, id in ipairs(ARGV) do found[i] = redis.call('EXISTS', p .. 'item:' .. id) end
 return found`;
@@ -126,6 +126,23 @@ return found`;
  * was written since the last snapshot is lost); `unknown` when the server
  * refuses CONFIG (renamed, or not allowed for this user).
  */
+
+/** The scripts, as commands of the connection (defineCommand): by name. */
+const SCRIPTS = {
+  fnts_enqueue: ENQUEUE_LUA,
+  fnts_reserve: RESERVE_LUA,
+  fnts_extend: EXTEND_LUA,
+  fnts_ack: ACK_LUA,
+  fnts_retry: RETRY_LUA,
+  fnts_dead: DEAD_LUA,
+  fnts_redrive: REDRIVE_LUA,
+  fnts_release: RELEASE_LUA,
+  fnts_prune_dead: PRUNE_DEAD_LUA,
+  fnts_has: HAS_LUA,
+} as const;
+type Script = keyof typeof SCRIPTS;
+type Commands = Record<Script | `${Script}Buffer`, (...args: Array<string | number | Buffer>) => Promise<unknown>>;
+
 export type RedisPersistence =
   | { readonly kind: 'durable'; readonly appendfsync: string }
   | { readonly kind: 'volatile'; readonly appendonly: string; readonly appendfsync: string; readonly save: string }
@@ -139,22 +156,25 @@ export class RedisQueue implements Queue {
     private readonly prefix = 'fnts:mq:',
     private readonly now: () => number = Date.now,
   ) {
-    // Commands wait while the connection is re-established rather than fail at once.
-    this.redis = new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: false });
+    // Commands wait while the connection is re-established rather than fail at once. Commands
+    // sent in one turn of the event loop go in one round trip (detached calls accepted together).
+    this.redis = new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: false, enableAutoPipelining: true });
     this.redis.on('error', () => undefined);
+    // Sent by their digest (EVALSHA), the script itself only when the server does not know it yet.
+    for (const [name, lua] of Object.entries(SCRIPTS)) this.redis.defineCommand(name, { numberOfKeys: 1, lua });
   }
 
-  private run(script: string, ...args: Array<string | number | Buffer>): Promise<unknown> {
-    return this.redis.eval(script, 1, this.prefix, ...args);
+  private run(script: Script, ...args: Array<string | number | Buffer>): Promise<unknown> {
+    return (this.redis as unknown as Commands)[script](this.prefix, ...args);
   }
 
   async enqueue(item: Omit<QueuedCall, 'attempts' | 'redeliveries'>, key?: string): Promise<string> {
-    return (await this.run(ENQUEUE, item.id, this.now(), item.fnId, item.callJson, item.body, item.maxAttempts, key ?? '', IDEMPOTENCY_WINDOW_MS)) as string;
+    return (await this.run('fnts_enqueue', item.id, this.now(), item.fnId, item.callJson, item.body, item.maxAttempts, key ?? '', IDEMPOTENCY_WINDOW_MS)) as string;
   }
 
   async reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined> {
     // Answered as bytes: the body comes back as the Buffer it went in as.
-    const r = (await this.redis.callBuffer('EVAL', RESERVE, 1, this.prefix, this.now(), leaseMs, holder)) as Buffer[] | null;
+    const r = (await (this.redis as unknown as Commands)['fnts_reserveBuffer'](this.prefix, this.now(), leaseMs, holder)) as Buffer[] | null;
     if (!r) return undefined;
     const [id, fnId, callJson, body, attempts, maxAttempts, redeliveries] = r as [Buffer, Buffer, Buffer, Buffer, Buffer, Buffer, Buffer];
     return {
@@ -168,41 +188,47 @@ export class RedisQueue implements Queue {
     };
   }
 
+  /** Up to `max` leases in one round trip (the scripts go in one pipeline). */
+  async reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]> {
+    const got = await Promise.all(Array.from({ length: max }, () => this.reserve(leaseMs, holder)));
+    return got.filter((c): c is QueuedCall => c !== undefined);
+  }
+
   async releaseDead(isDead: (holder: string) => boolean): Promise<number> {
     const leased = await this.redis.zrange(`${this.prefix}leased`, 0, -1);
     let released = 0;
     for (const id of leased) {
       const holder = await this.redis.hget(`${this.prefix}item:${id}`, 'holder');
       if (!holder || !isDead(holder)) continue;
-      released += Number(await this.run(RELEASE, id, holder, this.now()));
+      released += Number(await this.run('fnts_release', id, holder, this.now()));
     }
     return released;
   }
 
   async extend(id: string, leaseMs: number): Promise<void> {
-    await this.run(EXTEND, id, this.now() + leaseMs);
+    await this.run('fnts_extend', id, this.now() + leaseMs);
   }
 
   async ack(id: string): Promise<void> {
-    await this.run(ACK, id);
+    await this.run('fnts_ack', id);
   }
 
   async retry(id: string, delayMs: number, counted: boolean): Promise<void> {
-    await this.run(RETRY, id, this.now() + delayMs, counted ? '1' : '0');
+    await this.run('fnts_retry', id, this.now() + delayMs, counted ? '1' : '0');
   }
 
   async dead(id: string, reason: string): Promise<void> {
-    await this.run(DEAD, id, reason, this.now());
+    await this.run('fnts_dead', id, reason, this.now());
   }
 
   async redrive(fnId: string, id: string): Promise<boolean> {
-    return Number(await this.run(REDRIVE, fnId, id, this.now())) === 1;
+    return Number(await this.run('fnts_redrive', fnId, id, this.now())) === 1;
   }
 
   async pruneDead(before: number): Promise<number> {
     let removed = 0;
     for (;;) {
-      const n = Number(await this.run(PRUNE_DEAD, before, PRUNE_BATCH));
+      const n = Number(await this.run('fnts_prune_dead', before, PRUNE_BATCH));
       removed += n;
       if (n < PRUNE_BATCH) return removed;
     }
@@ -212,7 +238,7 @@ export class RedisQueue implements Queue {
     const held = new Set<string>();
     for (let i = 0; i < ids.length; i += PRUNE_BATCH) {
       const batch = ids.slice(i, i + PRUNE_BATCH);
-      const found = (await this.run(HAS, ...batch)) as number[];
+      const found = (await this.run('fnts_has', ...batch)) as number[];
       batch.forEach((id, j) => {
         if (found[j] === 1) held.add(id);
       });

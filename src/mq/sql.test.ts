@@ -1,11 +1,70 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { openSqlite } from '../datastore/index.js';
 import { runQueueContract } from './queue.contract.js';
 import { SqlQueue } from './sql.js';
+import { SqliteQueue } from './sqlite.js';
 
-runQueueContract('sqlite', async (now) => {
+runQueueContract('sqlite, statements on the event loop (as on Postgres and MySQL)', async (now) => {
   const ds = await openSqlite(':memory:');
   return { queue: new SqlQueue(() => ds.database(), now), close: () => ds.close() };
+});
+
+runQueueContract('sqlite in memory, through the writer thread (run in place)', async (now) => {
+  const ds = await openSqlite(':memory:');
+  return { queue: new SqliteQueue(ds.thread!, now), close: () => ds.close() };
+});
+
+const dir = mkdtempSync(join(tmpdir(), 'fnts-mq-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+
+runQueueContract('sqlite file, through the writer thread', async (now) => {
+  const ds = await openSqlite(join(dir, `contract-${files++}.db`));
+  return { queue: new SqliteQueue(ds.thread!, now), close: () => ds.close() };
+});
+
+describe('the queue on a SQLite file', () => {
+  it('commits detached calls accepted together as one batch, each caller answered with its own call, one call per idempotency key', async () => {
+    const ds = await openSqlite(join(dir, 'group.db'));
+    const queue = new SqliteQueue(ds.thread!);
+    try {
+      const item = (i: number) => ({ id: `c${i}`, fnId: 'f1', callJson: `{"id":"c${i}"}`, body: Buffer.from(`body ${i}`), maxAttempts: 3 });
+      // As the intake sends them: all at once, each awaited by its own request; every tenth with one key.
+      const ids = await Promise.all(Array.from({ length: 200 }, (_, i) => queue.enqueue(item(i), i % 10 === 0 ? 'same' : undefined)));
+      expect(ids.filter((id, i) => i % 10 !== 0)).toEqual(Array.from({ length: 200 }, (_, i) => `c${i}`).filter((_, i) => i % 10 !== 0));
+      expect(new Set(ids.filter((_, i) => i % 10 === 0))).toEqual(new Set(['c0']));
+      expect(await queue.size()).toBe(181);
+      // Stored, and read back by another connection to the file.
+      const rows = await ds.database().selectFrom('mq').select('id').execute();
+      expect(rows).toHaveLength(181);
+      const leased = await queue.reserveBatch(181, 60_000, 'w');
+      expect(leased).toHaveLength(181);
+      expect(leased.find((c) => c.id === 'c7')!.body.toString()).toBe('body 7');
+    } finally {
+      await ds.close();
+    }
+  });
+
+  it('hands a large body to the thread whole, stores it in chunks and gives it back byte for byte', async () => {
+    const ds = await openSqlite(join(dir, 'big.db'));
+    const queue = new SqliteQueue(ds.thread!);
+    try {
+      const body = Buffer.alloc(1024 * 1024 + 5);
+      for (let i = 0; i < body.length; i++) body[i] = i % 251;
+      const copy = Buffer.from(body);
+      await queue.enqueue({ id: 'big', fnId: 'f1', callJson: '{}', body, maxAttempts: 3 });
+      // Its memory went to the thread rather than being copied.
+      expect(body.byteLength).toBe(0);
+      const chunks = await ds.database().selectFrom('mq_bodies').select('seq').where('id', '=', 'big').execute();
+      expect(chunks.length).toBe(5);
+      expect((await queue.reserve(1000, 'w'))!.body.equals(copy)).toBe(true);
+    } finally {
+      await ds.close();
+    }
+  });
 });
 
 describe('the SQL queue', () => {

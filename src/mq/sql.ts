@@ -126,6 +126,16 @@ export class SqlQueue implements Queue {
     return { id: row.id, fnId: row.fn_id, callJson: row.call_json, body, attempts: row.attempts, maxAttempts: row.max_attempts, redeliveries: row.redeliveries };
   }
 
+  async reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]> {
+    const leased: QueuedCall[] = [];
+    while (leased.length < max) {
+      const item = await this.reserve(leaseMs, holder);
+      if (!item) break;
+      leased.push(item);
+    }
+    return leased;
+  }
+
   /** What a lease sets: an item still `leased` is one whose lease ended, taken back and counted. */
   private leaseSet(now: number, leaseMs: number, holder: string) {
     // redeliveries first: MySQL assigns left to right, each assignment seeing the ones before it.

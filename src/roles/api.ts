@@ -6,7 +6,7 @@
  */
 import { linkChanges } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
-import { SqlQueue } from '../mq/index.js';
+import { databaseQueue } from '../mq/index.js';
 import { durableRedis, openDatabase, openSecrets, reconcilerFor, recorderFor, startTokens } from './common.js';
 import type { Role } from './parts.js';
 
@@ -22,7 +22,7 @@ export const api: Role = async ({ config, logger, metrics }, made) => {
   const recorder = recorderFor(config, logger, datastore.calls);
   if (recorder) made.recorder = recorder;
   // The queue its full nodes (the same database) or LBs (FN_MQ_URL) keep detached calls in: this node redrives dead ones.
-  const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
+  const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : databaseQueue(datastore));
   metrics?.watchQueue(queue);
   // With the LBs' queue this node sees both the records and the queue: it reconciles them (a full node does its own).
   if (config.mqUrl) made.reconciler = reconcilerFor(config, logger, queue, datastore.calls);

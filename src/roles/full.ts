@@ -8,7 +8,7 @@
 import { LocalInvokeGuard } from '../auth/index.js';
 import { linkChanges } from '../datastore/index.js';
 import { Changes } from '../models/index.js';
-import { SqlQueue } from '../mq/index.js';
+import { databaseQueue } from '../mq/index.js';
 import { engineCheck, FnLookup, InvokeHandler, networkCheck, SyslogForwarder } from '../server/index.js';
 import { detachedCalls, durableRedis, openDatabase, openSecrets, reconcilerFor, recorderFor, secretSource, startAgent, startTokens } from './common.js';
 import type { Role } from './parts.js';
@@ -17,7 +17,7 @@ export const full: Role = async (ctx, made) => {
   const { config, logger, metrics } = ctx;
   const datastore = (made.datastore = await openDatabase(config, logger));
   await startTokens(config, logger, datastore.tokens, made);
-  const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : new SqlQueue(() => datastore.database()));
+  const queue = (made.queue = config.mqUrl ? await durableRedis(config, logger) : databaseQueue(datastore));
   metrics?.watchQueue(queue);
   const secrets = (made.secrets = await openSecrets(config, logger, datastore));
   const changes = (made.changes = new Changes(logger));

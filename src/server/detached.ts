@@ -47,17 +47,24 @@ export class QueueIntake implements DetachedIntake {
     if (idempotencyKey !== undefined && Buffer.byteLength(idempotencyKey) > 255) {
       throw new ApiError(E.InvalidIdempotencyKey);
     }
+    const item = { id: call.id, fnId: call.fn.fnId, callJson: JSON.stringify(callToJson(call)), body, maxAttempts: maxAttemptsOf(call.fn.annotations) };
+    // The call is safe once in the queue; its record is a convenience that must not fail the answer.
+    const recordFailed = (err: unknown): void => this.log.warn({ err, call: call.id }, 'could not record a queued call');
+    // Without a key the call is queued under its own id: its record is written at the same time
+    // (one batch of the SQLite writer thread, or two round trips at once), not after.
+    const recorded = idempotencyKey === undefined ? this.calls?.insert([queuedRecord(call)]).then(() => true, recordFailed) : undefined;
     let id: string;
     try {
-      id = await this.queue.enqueue({ id: call.id, fnId: call.fn.fnId, callJson: JSON.stringify(callToJson(call)), body, maxAttempts: maxAttemptsOf(call.fn.annotations) }, idempotencyKey);
+      id = await this.queue.enqueue(item, idempotencyKey);
     } catch (err) {
       this.log.error({ err, call: call.id }, 'could not queue a detached call');
+      // The caller hears 503; a record already written must not say `queued`.
+      if ((await recorded) === true) await this.calls?.insert([{ ...queuedRecord(call, 0, E.CallNotQueued.message), status: 'error', completed_at: new Date().toISOString() }]).catch(recordFailed);
       throw new ApiError(E.CallNotQueued, { cause: err });
     }
     // The same submission again: the earlier call stands for it.
     if (id !== call.id) return id;
-    // The call is safe in the queue; its record is a convenience that must not fail the answer.
-    await this.calls?.insert([queuedRecord(call)]).catch((err: unknown) => this.log.warn({ err, call: call.id }, 'could not record a queued call'));
+    await (recorded ?? this.calls?.insert([queuedRecord(call)]).catch(recordFailed));
     this.workers?.notify();
     return id;
   }

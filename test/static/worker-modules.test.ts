@@ -41,6 +41,19 @@ describe('worker threads', () => {
         started.push(relative(root, module));
       }
     }
-    expect(started.sort()).toEqual(['src/datastore/sql/sqlite-writer-worker.ts', 'src/telemetry/span-export-worker.ts']);
+    expect(started.sort()).toEqual(['src/datastore/sql/sqlite-thread-worker.ts', 'src/telemetry/span-export-worker.ts']);
+  });
+
+  it("load the SQLite writer thread's programs from modules that export them under the name given", () => {
+    const programs: string[] = [];
+    for (const file of shipped()) {
+      const text = readFileSync(file, 'utf8');
+      for (const m of text.matchAll(/module: (import\.meta\.url|new URL\('(\.\/[\w.-]+)\.js', import\.meta\.url\)\.href), exported: '(\w+)'/g)) {
+        const module = m[2] ? join(dirname(file), `${m[2]}.ts`) : file;
+        expect(readFileSync(module, 'utf8'), `${relative(root, module)} exports ${m[3]}`).toMatch(new RegExp(`export function ${m[3]}\\(`));
+        programs.push(`${relative(root, module)}#${m[3]}`);
+      }
+    }
+    expect(programs.sort()).toEqual(['src/datastore/sql/sqlite-writer.ts#writerProgram', 'src/mq/sqlite-program.ts#queueProgram']);
   });
 });

@@ -10,7 +10,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, sql, SqliteAdapter, SqliteDialect, type DialectAdapter } from 'kysely';
 import { DbUrlError, parseDbUrl, type DbLocation } from '../../config/index.js';
 import { openMysql, openPostgres, type ServerOptions } from './servers.js';
-import { inPlaceWriter, workerWriter } from './sqlite-writer.js';
+import { inPlaceThread, workerThread, type SqliteThread } from './sqlite-thread.js';
+import { threadWriter } from './sqlite-writer.js';
 import { SqlDatastore, type Schema } from './store.js';
 
 export class UnsupportedDatabaseError extends Error {
@@ -68,13 +69,16 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
   const db = new Kysely<Schema>({ dialect: new SqliteFileDialect({ database }) });
+  // Started once the schema exists: records and queued calls of a file database are written by a thread of their own.
+  let thread: SqliteThread | undefined;
+  const writerThread = (): SqliteThread => (thread ??= path === ':memory:' ? inPlaceThread(database) : workerThread(path));
   return SqlDatastore.open(db, {
     location: { kind: 'sqlite', path, shown: `sqlite3://${path}` },
     isUniqueViolation: isSqliteUniqueViolation,
     isStorageFull: isSqliteFull,
     folder: path === ':memory:' ? undefined : dirname(path),
-    // Made once the schema exists: records of a file database are written by a thread of their own.
-    batchWriter: () => (path === ':memory:' ? inPlaceWriter(database) : workerWriter(path)),
+    sqliteThread: writerThread,
+    batchWriter: () => threadWriter(writerThread()),
   });
 }
 

@@ -6,3 +6,4 @@ export type { SqlKind } from './kinds.js';
 export type { Schema } from './schema.js';
 export { linkChanges, POLL_MS } from './change-feed.js';
 export type { ChangeLink } from './change-feed.js';
+export type { ProgramSource, SqliteProgram, SqliteThread } from './sqlite-thread.js';

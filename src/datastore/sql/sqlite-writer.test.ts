@@ -5,7 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { CallRecord } from '../../models/index.js';
 import { threadNiceValues } from '../../../test/support/threads.js';
 import { openSqlite } from './dialects.js';
-import { workerWriter } from './sqlite-writer.js';
+import { workerThread } from './sqlite-thread.js';
+import { threadWriter } from './sqlite-writer.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-writer-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,7 +40,8 @@ describe('the call record writer thread', () => {
   it("fails a batch the database refuses with the driver's words and code, and writes the next", async () => {
     const path = join(dir, 'refused.db');
     await (await openSqlite(path)).close();
-    const writer = workerWriter(path);
+    const thread = workerThread(path);
+    const writer = threadWriter(thread);
     try {
       // A record without its fn: the calls table requires one.
       await expect(writer.write(['{"id":"C1","app_id":"A","status":"success","created_at":"2024-01-01T00:00:00.000Z"}'], [])).rejects.toMatchObject({
@@ -49,7 +51,7 @@ describe('the call record writer thread', () => {
       await writer.write(['{"id":"C2","fn_id":"F","app_id":"A","status":"success","created_at":"2024-01-01T00:00:00.000Z"}'], []);
       expect(await writer.prune('2025-01-01T00:00:00.000Z', 100)).toBe(1);
     } finally {
-      await writer.close();
+      await thread.close();
     }
   });
 

@@ -1,32 +1,27 @@
 /**
- * Call records arrive by the thousand per second. On SQLite (whose driver
- * is synchronous: every statement runs on the event loop) they are written,
- * and pruned, by a worker thread with its own connection to the same file,
- * so a batch costs the server's event loop only a message: WAL lets the
- * server read while the worker writes. The thread runs at a lower priority
- * than the server's own, so on a busy machine keeping records yields to
- * serving calls. Statements are prepared once; each batch is one
- * transaction. An in-memory database cannot be shared with a thread: the
- * same statements run in place on it.
+ * Call records arrive by the thousand per second. On SQLite they are
+ * written, and pruned, by the database's writer thread (sqlite-thread.ts),
+ * so a batch costs the server's event loop only a message. Statements are
+ * prepared once; each batch is one transaction.
  *
- *   store -> postMessage(WriterRequest) -> [sqlite-writer-worker.ts] writerProgram(db) -> WriterReply
+ *   SqlCallStore ─▶ threadWriter ─▶ thread.run('calls', 'write') ─▶ writerProgram(db).write
  */
-import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { CallLogEntry } from '../calls.js';
 import type { BatchWriter } from './calls.js';
 import { callRows, placeholderRow } from './call-rows.js';
 import type { CallsTable } from './schema.js';
+import type { ProgramSource, SqliteThread } from './sqlite-thread.js';
 
 /** What the writer does with a batch, on whichever thread holds its connection. */
-export interface WriterProgram {
+export type WriterProgram = {
   write(records: readonly string[], logs: readonly CallLogEntry[]): void;
   prune(before: string, perFn: number): number;
-}
+};
 
 /**
- * The writer's statements on `db`, prepared once: the worker thread
- * (sqlite-writer-worker.ts) and the in-place writer run this very code.
+ * The writer's statements on `db`, prepared once: the writer thread runs
+ * this code (or the server itself, on an in-memory database).
  *
  * Records come as their JSON (serialized when the call ended, so nothing of
  * a call lives on in the server until its batch is written); the row's
@@ -68,100 +63,26 @@ export function writerProgram(db: BetterSqlite3.Database): WriterProgram {
   };
 }
 
-/** Writes batches on the calling thread (an in-memory database). */
-export function inPlaceWriter(database: BetterSqlite3.Database): BatchWriter {
-  const program = writerProgram(database);
-  return {
-    async write(records, logs) {
-      program.write(records, logs);
-    },
-    async prune(before, perFn) {
-      return program.prune(before, perFn);
-    },
-    async close() {},
+/** The records' program, for the SQLite writer thread (sqlite-thread.ts). */
+export const recordsProgram: ProgramSource = { name: 'calls', module: import.meta.url, exported: 'writerProgram', make: writerProgram };
+
+/** Writes batches of call records through the database's SQLite thread (which the datastore closes). */
+export function threadWriter(thread: SqliteThread): BatchWriter {
+  const loaded = thread.load(recordsProgram);
+  const run = async <T>(op: keyof WriterProgram, args: readonly unknown[]): Promise<T> => {
+    await loaded;
+    try {
+      return await thread.run<T>(recordsProgram.name, op, args);
+    } catch (err) {
+      // The driver's code (SQLITE_FULL, ...) travels with the words: the store decides by it.
+      throw Object.assign(new Error(`call records not written: ${(err as Error).message}`), { code: (err as { code?: unknown }).code }, { cause: err });
+    }
   };
-}
-
-/** What the writer thread is started with. */
-export interface WriterData {
-  /** The database file. */
-  readonly path: string;
-  /** The thread's nice value (WRITER_NICE). */
-  readonly nice: number;
-}
-
-/** What the store asks of the writer thread. */
-export type WriterOp =
-  | { readonly kind: 'write'; readonly records: readonly string[]; readonly logs: readonly CallLogEntry[] }
-  | { readonly kind: 'prune'; readonly before: string; readonly perFn: number }
-  | { readonly kind: 'close' };
-
-/** An op as sent to the thread; it answers each with the WriterReply of the same id. */
-export type WriterRequest = WriterOp & { readonly id: number };
-
-/** The thread's answer: prune's count, or the error's words and the driver's code (SQLITE_FULL, ...). */
-export interface WriterReply {
-  readonly id: number;
-  readonly result?: number;
-  readonly error?: string;
-  readonly code?: string;
-}
-
-/**
- * How much lower than the server the writer thread runs (a nice value):
- * under contention it gets about a tenth of a core, still several thousand
- * records a second, so it cannot fall behind for long.
- */
-const WRITER_NICE = 10;
-
-/** Writes batches from a worker thread with its own connection to the file at `path`. */
-export function workerWriter(path: string): BatchWriter {
-  const workerData: WriterData = { path, nice: WRITER_NICE };
-  // The thread is a module of its own, sqlite-writer-worker.ts, compiled beside this one.
-  const worker = new Worker(new URL('./sqlite-writer-worker.js', import.meta.url), { workerData });
-  // The server's exit is not held up by an idle writer.
-  worker.unref();
-  let seq = 0;
-  let failed: Error | undefined;
-  const pending = new Map<number, { resolve: (result: number | undefined) => void; reject: (err: Error) => void }>();
-  const failAll = (err: Error): void => {
-    failed ??= err;
-    for (const p of pending.values()) p.reject(err);
-    pending.clear();
-  };
-  worker.on('message', (m: WriterReply) => {
-    const p = pending.get(m.id);
-    pending.delete(m.id);
-    if (m.error === undefined) p?.resolve(m.result);
-    // The driver's code (SQLITE_FULL, ...) travels with the words: the store decides by it.
-    else p?.reject(Object.assign(new Error(`call records not written: ${m.error}`), m.code === undefined ? {} : { code: m.code }));
-  });
-  worker.on('error', (err) => failAll(err));
-  worker.on('exit', (code) => failAll(new Error(`the call record writer stopped (exit ${code})`)));
-  const send = (op: WriterOp): Promise<number | undefined> => {
-    if (failed) return Promise.reject(failed);
-    const id = seq++;
-    return new Promise<number | undefined>((resolve, reject) => {
-      pending.set(id, { resolve, reject });
-      // Keeps the process alive only while a message is in flight.
-      worker.ref();
-      worker.postMessage({ id, ...op } satisfies WriterRequest);
-    }).finally(() => {
-      if (pending.size === 0) worker.unref();
-    });
-  };
-  let closing: Promise<void> | undefined;
   return {
     write: async (records, logs) => {
-      await send({ kind: 'write', records, logs });
+      await run<undefined>('write', [records, logs]);
     },
-    prune: async (before, perFn) => Number(await send({ kind: 'prune', before, perFn })),
-    close() {
-      closing ??= send({ kind: 'close' })
-        .catch(() => undefined)
-        .then(() => worker.terminate())
-        .then(() => undefined);
-      return closing;
-    },
+    prune: async (before, perFn) => Number(await run<number>('prune', [before, perFn])),
+    async close() {},
   };
 }

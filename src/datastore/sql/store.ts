@@ -17,6 +17,7 @@ import { limitOf, toPage } from './paging.js';
 import type { SqlKind } from './kinds.js';
 import type { DbLocation } from '../../config/index.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
+import type { SqliteThread } from './sqlite-thread.js';
 
 export type { AppsTable, CallsTable, FnsTable, MqTable, Schema, SecretsTable, TriggersTable } from './schema.js';
 
@@ -138,8 +139,10 @@ export interface SqlDatastoreOptions {
   folder: string | undefined;
   /** Releases the driver's own resources after Kysely is destroyed. */
   onClose?: () => Promise<void> | void;
+  /** A SQLite database's writer thread (sqlite-thread.ts), started once the schema is migrated. */
+  sqliteThread?: () => SqliteThread;
   /** The database's batch writes of call records, made once the schema is migrated; `db` throws once the store is closed. */
-  batchWriter: (db: () => Kysely<Schema>) => BatchWriter;
+  batchWriter: (db: () => Kysely<Schema>, thread: SqliteThread | undefined) => BatchWriter;
 }
 
 export class SqlDatastore implements Datastore {
@@ -150,15 +153,18 @@ export class SqlDatastore implements Datastore {
   readonly tokens: SqlTokenStore;
   /** Whether the database's disk has room (storage.ts): every write goes through it. */
   readonly disk: DiskWatch;
+  /** A SQLite database's writer thread: its frequent writes (records, the embedded queue) go there. */
+  readonly thread: SqliteThread | undefined;
 
   private constructor(
     private readonly db: Kysely<Schema>,
     private readonly options: SqlDatastoreOptions,
   ) {
     this.disk = new DiskWatch(options.folder, options.isStorageFull);
+    this.thread = options.sqliteThread?.();
     this.calls = new SqlCallStore(
       () => this.q,
-      options.batchWriter(() => this.q),
+      options.batchWriter(() => this.q, this.thread),
       this.disk,
     );
     this.tokens = new SqlTokenStore(() => this.q, this.disk);
@@ -452,6 +458,7 @@ export class SqlDatastore implements Datastore {
     if (this.closed) return;
     this.closed = true;
     await this.calls.close();
+    await this.thread?.close();
     await this.db.destroy();
     await this.options.onClose?.();
   }
