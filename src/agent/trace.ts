@@ -105,6 +105,7 @@ export class CallTrace {
       this.pendingLog = undefined;
       if (this.o.listeners.some((l) => l.onCallLog)) {
         void log.closed.then((text) => {
+          this.logTold = true;
           tellEach(this.o.listeners, (l) => l.onCallLog?.(this.call, text), this.o.log, "a call listener's onCallLog");
         });
       }
@@ -125,6 +126,8 @@ export class CallTrace {
   }
 
   private pendingLog: Array<(text: string) => void> | undefined;
+  /** Listeners have been told the call's log (onCallLog). */
+  private logTold = false;
 
   /** Milliseconds since arrival, noted as the call's wait. */
   waited(): number {
@@ -176,7 +179,9 @@ export class CallTrace {
       if (this.o.span) this.endSpan(status, error);
       if (this.reading) {
         const outcome = this.build();
-        tellEach(this.o.listeners, (l) => l.onCallEnd?.(this.call, outcome), this.o.log, "a call listener's onCallEnd");
+        // The log is told once its container moves on: a listener keeping both may wait for it.
+        const logFollows = this.callLog !== undefined && !this.logTold && this.o.listeners.some((l) => l.onCallLog);
+        tellEach(this.o.listeners, (l) => l.onCallEnd?.(this.call, outcome, logFollows), this.o.log, "a call listener's onCallEnd");
         this.resolve?.(outcome);
       }
     } finally {

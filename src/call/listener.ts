@@ -17,7 +17,8 @@ export interface CallListener {
   onCallStart?(call: Call): void;
   /** A container began working on the call (it waited until now). */
   onCallExec?(call: Call): void;
-  onCallEnd?(call: Call, outcome: CallOutcome): void;
+  /** `logFollows`: onCallLog will be told for this call, after this (its record can wait for it). */
+  onCallEnd?(call: Call, outcome: CallOutcome, logFollows?: boolean): void;
   /** What the container wrote during the call (capped), once its container has moved on: shortly after onCallEnd. */
   onCallLog?(call: Call, log: string): void;
 }

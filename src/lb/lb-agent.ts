@@ -167,8 +167,14 @@ export class LbAgent implements Invoker {
     }
     const { attempt, runner: on } = placed;
     handle.log = attempt.log;
+    let logTold = false;
     if (this.wantLog) {
-      attempt.log.then((log) => this.tellCalls((l) => l.onCallLog?.(call, log))).catch(() => undefined);
+      // Told even when the runner sent none: a listener may wait for it (onCallEnd's logFollows).
+      const tellLog = (log: string): void => {
+        logTold = true;
+        this.tellCalls((l) => l.onCallLog?.(call, log));
+      };
+      attempt.log.then(tellLog, () => tellLog(''));
     }
     handle.onCancel = () => attempt.cancel();
     if (handle.cancelled !== undefined) attempt.cancel();
@@ -196,7 +202,7 @@ export class LbAgent implements Invoker {
             });
           }
           settle(outcome);
-          this.tellCalls((l) => l.onCallEnd?.(call, outcome));
+          this.tellCalls((l) => l.onCallEnd?.(call, outcome, this.wantLog && !logTold));
           this.done(handle);
         })
         .catch((err: unknown) => this.log.error({ err }, 'could not end a call placed on a runner'));

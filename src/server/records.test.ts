@@ -57,6 +57,33 @@ describe('CallRecorder', () => {
     ]);
   });
 
+  it('holds the record of a call whose log follows until the log comes, then writes both in one batch; a log that never comes lets it go', async () => {
+    vi.useFakeTimers();
+    try {
+      const batches: Array<{ records: string[]; logs: string[] }> = [];
+      const store = {
+        insertSerialized: async (records: readonly string[], logs: readonly CallLogEntry[] = []) =>
+          void batches.push({ records: records.map((r) => JSON.parse(r).id), logs: logs.map((l) => l.callId) }),
+        prune: async () => 0,
+      } as unknown as CallStore;
+      const recorder = new CallRecorder({ store, log: pino({ level: 'silent' }), retentionMs: 1e9, perFn: 1e9 });
+      recorder.onCallEnd(call('waits'), outcome('waits'), true);
+      recorder.onCallEnd(call('never'), outcome('never'), true);
+      recorder.onCallEnd(call('alone'), outcome('alone'));
+      await vi.advanceTimersByTimeAsync(500);
+      // Only the record with no log to come is written meanwhile.
+      expect(batches).toEqual([{ records: ['alone'], logs: [] }]);
+      recorder.onCallLog(call('waits'), 'its log\n');
+      await vi.advanceTimersByTimeAsync(500);
+      expect(batches[1]).toEqual({ records: ['waits'], logs: ['waits'] });
+      await vi.advanceTimersByTimeAsync(20_000);
+      expect(batches[2]).toEqual({ records: ['never'], logs: [] });
+      await recorder.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('drops and reports records beyond its bound while the store is stuck, and keeps the rest', async () => {
     const held = heldStore();
     const lines: Array<{ dropped?: number; msg?: string }> = [];

@@ -5,6 +5,10 @@
  *
  *   onCallEnd / onCallLog -> buffer -> every FLUSH_MS, or at MAX_BATCH -> one transaction
  *
+ * A record never says a call ended before its log can be read: the record
+ * of a call whose log follows (onCallEnd's logFollows) waits for it, and
+ * the two go into the buffer together (so into one transaction).
+ *
  * A batch takes everything buffered when its turn to be written comes, so
  * batches grow when the store is slow. A batch the store has no room for
  * (the database's disk is full: StorageFullError) or that the database did
@@ -44,6 +48,8 @@ const MAX_PENDING = 100_000;
 const REPORT_MS = 10_000;
 /** How often records waiting for room are tried again. */
 const RETRY_MS = 1000;
+/** A record whose log was announced and has not come this long after is stored without it. */
+const LOG_WAIT_MS = 10_000;
 
 export interface CallRecorderOptions {
   /** Where records go: this node's store, or (on an LB) the API node's. */
@@ -61,6 +67,9 @@ export class CallRecorder implements CallListener {
   /** Records as JSON: serialized at call end, so the objects die young. */
   private records: string[] = [];
   private logs: CallLogEntry[] = [];
+  /** Records of calls whose log follows, by call id: stored with it. */
+  private readonly awaitingLog = new Map<string, { readonly record: string; readonly at: number }>();
+  private logWait: NodeJS.Timeout | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** The flush in progress: flushes run one at a time, in order. */
   private writing: Promise<void> = Promise.resolve();
@@ -84,22 +93,47 @@ export class CallRecorder implements CallListener {
     this.pruner.unref();
   }
 
-  onCallEnd(call: Call, outcome: CallOutcome): void {
+  onCallEnd(call: Call, outcome: CallOutcome, logFollows?: boolean): void {
     // A detached call's records are its worker's: stored before the queue lets go of it.
     if (call.type === 'detached' || this.full()) return;
-    this.records.push(JSON.stringify(callRecord(call, outcome)));
+    const record = JSON.stringify(callRecord(call, outcome));
+    if (logFollows && !this.closed) {
+      this.awaitingLog.set(call.id, { record, at: Date.now() });
+      this.logWait ??= setInterval(() => this.releaseOverdue(), LOG_WAIT_MS).unref();
+      return;
+    }
+    this.records.push(record);
     this.schedule();
   }
 
   onCallLog(call: Call, log: string): void {
     // A detached call's log goes with its record, written by its worker.
-    if (call.type === 'detached' || log === '' || this.full()) return;
-    this.logs.push({ callId: call.id, fnId: call.fn.fnId, appId: call.fn.appId, created: call.createdAt, log });
+    if (call.type === 'detached') return;
+    const waiting = this.awaitingLog.get(call.id);
+    if (waiting) {
+      this.awaitingLog.delete(call.id);
+      this.records.push(waiting.record);
+    }
+    if (log !== '' && !this.full()) this.logs.push({ callId: call.id, fnId: call.fn.fnId, appId: call.fn.appId, created: call.createdAt, log });
+    if (waiting || log !== '') this.schedule();
+  }
+
+  /** Records whose log has not come in LOG_WAIT_MS (or all, at `now` = Infinity) go without it. */
+  private releaseOverdue(now = Date.now()): void {
+    for (const [id, { record, at }] of this.awaitingLog) {
+      if (now - at < LOG_WAIT_MS) continue;
+      this.awaitingLog.delete(id);
+      this.records.push(record);
+    }
+    if (this.awaitingLog.size === 0) {
+      clearInterval(this.logWait);
+      this.logWait = undefined;
+    }
     this.schedule();
   }
 
   private get pending(): number {
-    return this.records.length + this.logs.length + this.inFlight;
+    return this.records.length + this.logs.length + this.inFlight + this.awaitingLog.size;
   }
 
   /** Whether the store is so far behind that one more item would be dropped (and counted). */
@@ -207,6 +241,7 @@ export class CallRecorder implements CallListener {
     this.closed = true;
     clearInterval(this.pruner);
     clearTimeout(this.retry);
+    this.releaseOverdue(Infinity);
     await this.flush();
   }
 }

@@ -90,6 +90,28 @@ describe('the calls API', () => {
     expect((await get(`/v2/fns/${fn.id}/calls/${ids[1]}/log`, { Accept: 'image/png' })).status).toBe(406);
     expect(await get(`/v2/fns/${fn.id}/calls/01NOPE/log`)).toMatchObject({ status: 404, json: { message: 'Call log not found' } });
   });
+
+  it("never shows a call's record before its log: the moment the record is there, so is the log", async () => {
+    for (const n of [1, 2, 3]) {
+      const res = await s.invoke(fn.id, { log: `log then record ${n}` });
+      const id = res.headers.get('fn-call-id')!;
+      // Looked at as often as a client might, from the answer on.
+      let record: { status: number } | undefined;
+      expect(
+        await eventually(
+          async () => {
+            record = await get(`/v2/fns/${fn.id}/calls/${id}`);
+            return record.status === 200;
+          },
+          15_000,
+          5,
+        ),
+      ).toBe(true);
+      const log = await get(`/v2/fns/${fn.id}/calls/${id}/log`);
+      expect(log.status).toBe(200);
+      expect(log.json.log).toContain(`log then record ${n} (stderr)`);
+    }
+  });
 });
 
 describe('call records across a stop', () => {
