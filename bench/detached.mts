@@ -1,105 +1,160 @@
 /**
- * Detached calls benchmark: how fast fnts accepts detached calls (202/s at
- * 16 connections, each persisted before its answer), how fast the queue
- * drains through real hot containers, and what a backlog of 1,000 queued
- * calls does to synchronous calls (p99 at 16 connections, measured in the
- * same run without and with the backlog).
+ * Detached calls benchmark, per queue backend (the SQLite file's table by
+ * default; Redis; the queue in Postgres and MariaDB, real servers started
+ * as the tests start them), one fnts full node each, the official Node FDK
+ * hello function, in one run:
  *
- *   npm run bench:detached
+ *   sync        sync calls/s and p99 at 16 connections (the baseline of the ratios)
+ *   accept      detached calls answered 202/s at 16 connections (each stored before its
+ *               answer) and the 202's p99; ratio to sync (goal >= 2x, p99 <= sync's)
+ *   drain       calls/s run from the queue once accepting stops, the fn hot; ratio to
+ *               sync (goal >= 0.8x)
+ *   backlog     BACKLOG calls queued: sync p99 at 16 connections while they wait
+ *               (goal: within 20% of the run without), the server's peak RSS (goal
+ *               < 300 MB), and accepts/s meanwhile (goal: its rate kept)
+ *
+ *   npm run bench:detached                     (all backends)
+ *   BENCH_BACKENDS=sqlite,redis npm run bench:detached
+ *   BENCH_SECONDS=5 BENCH_BACKLOG=20000
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import BetterSqlite3 from 'better-sqlite3';
+import { bearer } from '../test/support/auth.js';
+import { startDatabase } from '../test/support/databases.js';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
-import { withTestToken } from '../test/support/auth.js';
+import { startRedis } from '../test/support/redis.js';
+import { cannon, fmt, json, type Figures } from './measure.mjs';
 
+const BACKENDS = ['sqlite', 'redis', 'postgres', 'mysql'] as const;
+type Backend = (typeof BACKENDS)[number];
+const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
+const BACKLOG = Number(process.env['BENCH_BACKLOG'] ?? 20_000);
 const BODY = JSON.stringify({ name: 'bench' });
-const BACKLOG = 1000;
+const DETACHED = { 'Fn-Invoke-Type': 'detached' };
 
-async function json(url: string, body?: unknown): Promise<any> {
-  const res = await fetch(
-    url,
-    body === undefined ? { headers: withTestToken(url) } : { method: 'POST', body: JSON.stringify(body), headers: withTestToken(url, { 'content-type': 'application/json' }) },
-  );
-  return res.json();
+interface Row {
+  backend: Backend;
+  sync: Figures;
+  accept: Figures;
+  drainRps: number;
+  drained: number;
+  backlogSync: Figures;
+  backlogAccept: Figures;
+  peakRssMB: number;
+  backlogLeft: number;
 }
 
-async function cannon(url: string, opts: { connections: number; seconds?: number; amount?: number; headers?: Record<string, string> }) {
-  const r = await autocannon({
-    url,
-    method: 'POST',
-    body: BODY,
-    headers: { 'content-type': 'application/json', ...opts.headers },
-    connections: opts.connections,
-    ...(opts.amount ? { amount: opts.amount } : { duration: opts.seconds ?? 5 }),
-  });
-  return {
-    rps: r.requests.average,
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    total: r.requests.total,
-    non2xx: r.non2xx,
-    errors: r.errors + r.timeouts,
-    status: r.statusCodeStats as Record<string, { count: number }>,
-  };
+/** Detached calls still in the queue (ready or running), as the server's /metrics says. */
+async function depth(node: FntsProcess): Promise<number> {
+  const text = await (await fetch(`${node.url}/metrics`, { headers: bearer() })).text();
+  const m = /^fnts_mq_depth (\S+)$/m.exec(text);
+  if (!m) throw new Error('no fnts_mq_depth in /metrics');
+  return Number(m[1]);
 }
 
-/** Detached calls still to run (ready or leased), read from the server's own database. */
-function queued(db: BetterSqlite3.Database): number {
-  return (db.prepare("SELECT count(*) AS n FROM mq WHERE state != 'dead'").get() as { n: number }).n;
+async function untilEmpty(node: FntsProcess, limitMs = 600_000): Promise<void> {
+  const until = Date.now() + limitMs;
+  while ((await depth(node)) > 0) {
+    if (Date.now() > until) throw new Error('the queue did not drain');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The process's resident memory, in MB. */
+function rssMB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** `amount` detached calls as fast as 16 connections go. */
+async function queueUp(url: string, amount: number): Promise<number> {
+  const r = await autocannon({ url, method: 'POST', body: BODY, headers: { 'content-type': 'application/json', ...DETACHED }, connections: 16, amount });
+  return (r.statusCodeStats as Record<string, { count: number } | undefined>)['202']?.count ?? 0;
+}
+
+async function measure(backend: Backend, image: string): Promise<Row> {
+  const dir = mkdtempSync(join(tmpdir(), 'fnts-bench-detached-'));
+  const stops: Array<() => Promise<unknown>> = [];
+  try {
+    const env: Record<string, string> = { FN_LOG_LEVEL: 'info', FNTS_DATA_DIR: dir, FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}` };
+    if (backend === 'redis') {
+      const redis = await startRedis();
+      stops.push(() => redis.stop());
+      env['FN_MQ_URL'] = redis.url;
+    } else if (backend !== 'sqlite') {
+      const server = await startDatabase(backend);
+      stops.push(() => server.stop());
+      env['FN_DB_URL'] = await server.newDatabase();
+    }
+    const node = await startFnts(env, { timeoutMs: 60_000 });
+    stops.unshift(() => node.stop());
+    const pid = node.proc.pid!;
+    const app = await json(`${node.url}/v2/apps`, { name: 'bench' });
+    const syncFn = await json(`${node.url}/v2/fns`, { app_id: app.id, name: 'sync', image });
+    const asyncFn = await json(`${node.url}/v2/fns`, { app_id: app.id, name: 'async', image });
+    const syncUrl = `${node.url}/invoke/${syncFn.id}`;
+    const asyncUrl = `${node.url}/invoke/${asyncFn.id}`;
+
+    await cannon({ url: syncUrl, body: BODY, seconds: 2, connections: 16 });
+    const sync = await cannon({ url: syncUrl, body: BODY, seconds: SECONDS, connections: 16, pids: [pid] });
+    // The detached fn hot too: a few calls queued and run first.
+    await queueUp(asyncUrl, 200);
+    await untilEmpty(node);
+
+    const accept = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED, pids: [pid] });
+    // Draining alone: from the end of accepting to an empty queue.
+    const drained = await depth(node);
+    const drainStart = performance.now();
+    await untilEmpty(node);
+    const drainRps = drained / ((performance.now() - drainStart) / 1000);
+
+    // The backlog: queued, then sync calls (and accepts) while it waits; RSS sampled throughout.
+    let peakRssMB = rssMB(pid);
+    const sampler = setInterval(() => (peakRssMB = Math.max(peakRssMB, rssMB(pid))), 100);
+    try {
+      await queueUp(asyncUrl, BACKLOG);
+      const backlogSync = await cannon({ url: syncUrl, body: BODY, seconds: SECONDS, connections: 16 });
+      const backlogAccept = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED });
+      const backlogLeft = await depth(node);
+      await untilEmpty(node);
+      return { backend, sync, accept, drainRps, drained, backlogSync, backlogAccept, peakRssMB, backlogLeft };
+    } finally {
+      clearInterval(sampler);
+    }
+  } finally {
+    for (const stop of stops) await stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 async function main(): Promise<void> {
-  process.stderr.write('bench: building images...\n');
+  const asked = (process.env['BENCH_BACKENDS'] ?? BACKENDS.join(',')).split(',').map((b) => b.trim());
+  const backends = BACKENDS.filter((b) => asked.includes(b));
+  process.stderr.write('bench: building the function image...\n');
   const image = await ensureFunctionImage('hello', HELLO_FUNC_JS);
-  const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
-  const dbPath = join(dataDir, 'fn.db');
-  let fnts: FntsProcess | undefined;
-  try {
-    fnts = await startFnts({ FN_DB_URL: `sqlite3://${dbPath}`, FN_LOG_LEVEL: 'info' });
-    const app = await json(`${fnts.url}/v2/apps`, { name: 'bench' });
-    const syncFn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'sync', image });
-    const asyncFn = await json(`${fnts.url}/v2/fns`, { app_id: app.id, name: 'async', image });
-    const db = new BetterSqlite3(dbPath, { readonly: true });
-    const syncUrl = `${fnts.url}/invoke/${syncFn.id}`;
-    const asyncUrl = `${fnts.url}/invoke/${asyncFn.id}`;
-    const detached = { 'Fn-Invoke-Type': 'detached' };
-
-    process.stderr.write('bench: sync baseline, 16 connections...\n');
-    await cannon(syncUrl, { connections: 16, seconds: 3 });
-    const base = await cannon(syncUrl, { connections: 16 });
-
-    process.stderr.write('bench: detached accept rate, 16 connections...\n');
-    const started = performance.now();
-    const accept = await cannon(asyncUrl, { connections: 16, seconds: 5, headers: detached });
-    const accepted = accept.status['202']?.count ?? 0;
-    process.stderr.write('bench: draining...\n');
-    const backlogAfterAccept = queued(db);
-    while (queued(db) > 0) await new Promise((r) => setTimeout(r, 100));
-    // Calls ran while others were still being accepted: the rate counts from the first acceptance.
-    const drainS = (performance.now() - started) / 1000;
-
-    process.stderr.write(`bench: ${BACKLOG} queued, sync at 16 connections meanwhile...\n`);
-    await cannon(asyncUrl, { connections: 16, amount: BACKLOG, headers: detached });
-    const during = await cannon(syncUrl, { connections: 16 });
-    const left = queued(db);
-    while (queued(db) > 0) await new Promise((r) => setTimeout(r, 100));
-    db.close();
-
-    const say = (line: string): void => void process.stdout.write(line + '\n');
-    say(`detached accept: ${accept.rps.toFixed(0)} 202/s at 16 conn (p50 ${accept.p50} ms, p99 ${accept.p99} ms), ${accepted} accepted, ${accept.total - accepted} not`);
-    say(
-      `drain: all ${accepted} accepted calls ran within ${drainS.toFixed(1)} s of the first acceptance = ${(accepted / drainS).toFixed(0)} calls/s (${backlogAfterAccept} still queued when accepting stopped)`,
+  const rows: Row[] = [];
+  for (const backend of backends) {
+    process.stderr.write(`bench: ${backend}: sync ${SECONDS} s, detached accepts ${SECONDS} s, drain, a backlog of ${BACKLOG}...\n`);
+    rows.push(await measure(backend, image));
+  }
+  const x = (a: number, b: number): string => (b > 0 ? `${fmt(a / b, 2)}x` : '-');
+  console.log(`\ndetached calls, 16 connections, ${SECONDS} s runs (ratios against the same backend's sync run)`);
+  console.log('backend    sync/s (p99)      accepted/s (p99)  ratio   µs CPU/202   drain/s  ratio   | backlog ' + `${BACKLOG}: sync/s (p99)  p99 ratio  accepted/s ratio  peak RSS`);
+  for (const r of rows) {
+    console.log(
+      `${r.backend.padEnd(10)} ${fmt(r.sync.rps).padStart(6)} (${r.sync.p99} ms)`.padEnd(29) +
+        `${fmt(r.accept.rps).padStart(6)} (${r.accept.p99} ms)`.padEnd(18) +
+        `${x(r.accept.rps, r.sync.rps).padStart(6)}   ${fmt(r.accept.cpuUs ?? 0).padStart(6)}     ${fmt(r.drainRps).padStart(6)}  ${x(r.drainRps, r.sync.rps).padStart(6)}   | ` +
+        `${fmt(r.backlogSync.rps).padStart(6)} (${r.backlogSync.p99} ms)`.padEnd(21) +
+        `${x(r.backlogSync.p99, r.sync.p99).padStart(6)}    ${fmt(r.backlogAccept.rps).padStart(6)} ${x(r.backlogAccept.rps, r.accept.rps).padStart(6)}   ${fmt(r.peakRssMB)} MB`,
     );
-    say(
-      `sync at 16 conn: alone ${base.rps.toFixed(0)} req/s p99 ${base.p99} ms; with a ${BACKLOG}-call backlog draining ${during.rps.toFixed(0)} req/s p99 ${during.p99} ms (${left} still queued after it)`,
-    );
-  } finally {
-    await fnts?.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+  }
+  for (const r of rows) {
+    const errors = [r.sync, r.accept, r.backlogSync, r.backlogAccept].reduce((n, f) => n + f.errors + f.non2xx, 0);
+    console.log(`${r.backend}: drained ${r.drained} queued calls after accepting; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers`);
   }
 }
 

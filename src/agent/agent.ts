@@ -139,6 +139,8 @@ export class Agent implements Invoker, PoolHost {
   private readonly evictor: Evictor;
   private readonly unsubscribe: () => void;
   private active = 0;
+  /** Sync calls between execute and their end. */
+  private syncCalls = 0;
   private drained: (() => void) | undefined;
   closing = false;
   private closed: Promise<void> | undefined;
@@ -263,6 +265,10 @@ export class Agent implements Invoker, PoolHost {
     return this.o.spans;
   }
 
+  syncInFlight(): number {
+    return this.syncCalls;
+  }
+
   tryReserve(req: ResourceRequest): ResourceToken | null {
     const token = this.resources.tryReserve(req);
     if (!token) this.evictor.evict(req).catch((err: unknown) => this.log.error({ err }, 'eviction failed'));
@@ -307,6 +313,8 @@ export class Agent implements Invoker, PoolHost {
     if (!this.resources.isPossible(spec.request)) throw new ApiError(E.CallResourceTooBig);
     this.enter();
     this.calls.add(handle);
+    const sync = req.call.type === 'sync';
+    if (sync) this.syncCalls++;
     const span = this.o.spans?.begin(req.call);
     // The function gets the call with its own traceparent.
     if (span) req = { ...req, call: span.call };
@@ -316,6 +324,7 @@ export class Agent implements Invoker, PoolHost {
       maxLogBytes: this.config.maxLogBytes,
       onEnd: () => {
         this.calls.delete(handle);
+        if (sync) this.syncCalls--;
         this.leave();
       },
       span,

@@ -37,6 +37,16 @@ const MAX_IN_FLIGHT = 64;
 /** Calls leased per round trip to the queue, at most. */
 const LEASE_BATCH = 16;
 /**
+ * Sync calls come first: while they run, detached calls in flight are held
+ * to MAX_IN_FLIGHT / (1 + SYNC_WEIGHT x the sync calls in flight: counted
+ * at once as they rise, falling over about SYNC_LOAD_TAU_MS after), at
+ * least one, so a backlog drains on the
+ * capacity sync traffic leaves rather than slowing it (16 sync calls in
+ * flight: one or two detached calls; none: MAX_IN_FLIGHT).
+ */
+const SYNC_WEIGHT = 2;
+const SYNC_LOAD_TAU_MS = 500;
+/**
  * Calls answered and being settled (their log awaited, record stored, queue
  * told) at once: settling holds no container, so it does not count against
  * MAX_IN_FLIGHT, but a slow store must still stop the leasing.
@@ -90,8 +100,22 @@ export class AsyncWorkers {
   private loop: Promise<void> | undefined;
   private reaper: NodeJS.Timeout | undefined;
   private releasing = false;
+  /** Sync calls in flight: the latest count, or a decaying average of the past while higher (see SYNC_WEIGHT). */
+  private syncLoad = 0;
+  private syncSampledAt = performance.now();
 
   constructor(private readonly o: AsyncWorkersOptions) {}
+
+  /** How many detached calls may be in flight now: fewer while sync calls run (see SYNC_WEIGHT). */
+  private inFlightCap(): number {
+    const now = performance.now();
+    const weight = 1 - Math.exp(-(now - this.syncSampledAt) / SYNC_LOAD_TAU_MS);
+    this.syncSampledAt = now;
+    const inFlight = this.o.invoker.syncInFlight?.() ?? 0;
+    // Up at once with the sync load, down slowly after it.
+    this.syncLoad = Math.max(inFlight, this.syncLoad + (inFlight - this.syncLoad) * weight);
+    return Math.max(1, Math.floor(MAX_IN_FLIGHT / (1 + SYNC_WEIGHT * this.syncLoad)));
+  }
 
   /**
    * Takes back the calls a dead instance of this server held (killed
@@ -157,8 +181,16 @@ export class AsyncWorkers {
       } catch {
         return;
       }
-      if (this.running.size >= MAX_IN_FLIGHT) {
-        await Promise.race(this.running);
+      const cap = this.inFlightCap();
+      if (this.running.size >= cap) {
+        // Looked at again when a call ends, or soon (the sync load may have passed).
+        let timer: NodeJS.Timeout | undefined;
+        const soon = new Promise<void>((resolve) => (timer = setTimeout(resolve, IDLE_POLL_MS)));
+        try {
+          await Promise.race([...this.running, soon]);
+        } finally {
+          clearTimeout(timer);
+        }
         continue;
       }
       if (this.settling.size >= MAX_SETTLING) {
@@ -168,7 +200,7 @@ export class AsyncWorkers {
       let items: QueuedCall[];
       try {
         // A generous lease to start with; renewed from the call's own timeout once it is read.
-        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, MAX_IN_FLIGHT - this.running.size), 5 * 60_000, this.o.instance);
+        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, cap - this.running.size), 5 * 60_000, this.o.instance);
       } catch (err) {
         this.o.log.error({ err }, 'could not read the queue of detached calls');
         await this.pause(1000);

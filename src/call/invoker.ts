@@ -47,6 +47,8 @@ export interface Invoker {
    * rejected response.
    */
   invoke(call: Call, body: CallBody, bodyLength?: number): RunningCall;
+  /** Sync calls in flight here now: detached calls yield to them (agent/async.ts). */
+  syncInFlight?(): number;
   /** Makes room now for a call of `call`'s fn, when it keeps containers (the agent); see Agent.makeRoom. */
   makeRoom?(call: Call): void;
   /**

@@ -33,7 +33,7 @@ export const poolmanager: Role = async ({ config, logger, metrics }, made) => {
   // Made before the first runner starts: a runner finding no network would run its functions unfenced.
   await fence?.networkFor().catch(() => undefined);
   // Runners serve with the manager's own TLS files (compileConfig refuses plaintext runners the network reaches, unless FNTS_GRPC_INSECURE=true).
-  const plane = createControlPlane(pool, runnerEnv, config.agent.containerTag, config.fleet.tls);
+  const plane = await createControlPlane(pool, runnerEnv, config.agent.containerTag, config.fleet.tls);
   const book = new CapacityBook({ ttlMs: pool.requirementTtlMs });
   const tls = fleetTls(config);
   // Its probes check runners' certificates as LBs do (FNTS_GRPC_TLS_RUNNER_NAME).

@@ -2,21 +2,12 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseUnavailableError, StorageFullError, type CallLogEntry, type CallStore } from '../datastore/index.js';
 import type { Call, CallFn, CallOutcome } from '../models/index.js';
+import { successOutcome } from '../../test/support/outcomes.js';
 import { CallRecorder } from './records.js';
 
 const fn = { appId: 'A', appName: 'app', fnId: 'F' } as CallFn;
 const call = (id: string): Call => ({ id, type: 'sync', fn, triggerId: undefined, method: 'POST', url: 'http://h/invoke/F', headers: [], createdAt: 0 });
-const outcome = (id: string): CallOutcome => ({
-  id,
-  status: 'success',
-  httpStatus: 200,
-  errorUser: false,
-  ran: true,
-  createdAt: 'c',
-  completedAt: 'd',
-  timings: { wait_ms: 0, exec_ms: 1 },
-  stats: [],
-});
+const outcome = (id: string): CallOutcome => successOutcome(id);
 
 /** A store that holds every batch until told to let it through. */
 function heldStore(): { store: CallStore; batches: Array<{ records: readonly string[]; logs: readonly CallLogEntry[] }>; release(): void } {

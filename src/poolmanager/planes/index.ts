@@ -5,14 +5,12 @@ import type { FleetTls, PoolSettings } from '../../config/index.js';
 import { TAG_LABEL } from '../../models/index.js';
 import type { ControlPlane } from '../control-plane.js';
 import { DockerPlane } from './docker.js';
-import { KubernetesPlane } from './kubernetes.js';
 import { SwarmPlane } from './swarm.js';
 
 export { DockerPlane, GROUP_LABEL, MANAGER_LABEL, PORT_LABEL, RUNNER_GRPC_PORT } from './docker.js';
 export { describeEngine, runnerEngine } from './engine.js';
 export type { RunnerEngine } from './engine.js';
 export type { DockerPlaneOptions, RunnerTlsFiles } from './docker.js';
-export { KubernetesPlane } from './kubernetes.js';
 export type { KubernetesPlaneOptions } from './kubernetes.js';
 export { SwarmPlane } from './swarm.js';
 export type { SwarmPlaneOptions } from './swarm.js';
@@ -22,8 +20,10 @@ export type { SwarmPlaneOptions } from './swarm.js';
  * container tag); `containerTag` also labels the runners themselves; `tls`:
  * the manager's mutual TLS files, which its runners serve with too (each
  * plane hands them over its own way); undefined: runners serve plaintext.
+ * The Kubernetes client (some 800 modules) is loaded only by the plane that
+ * uses it: every other node would carry it in memory for nothing.
  */
-export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Record<string, string>>, containerTag: string | undefined, tls: FleetTls | undefined): ControlPlane {
+export async function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Record<string, string>>, containerTag: string | undefined, tls: FleetTls | undefined): Promise<ControlPlane> {
   const labels: Record<string, string> = containerTag ? { [TAG_LABEL]: containerTag } : {};
   switch (pool.controlPlane) {
     case 'docker':
@@ -52,9 +52,10 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
         ...(pool.swarmNetwork ? { network: pool.swarmNetwork } : {}),
         ...(pool.publishHost ? { publishHost: pool.publishHost } : {}),
       });
-    case 'kubernetes':
+    case 'kubernetes': {
       // config requires the API server's address for this plane.
       // compileConfig requires the Secret when the manager has TLS.
+      const { KubernetesPlane } = await import('./kubernetes.js');
       return new KubernetesPlane({
         apiUrl: pool.k8sApiUrl,
         namespace: pool.k8sNamespace,
@@ -64,5 +65,6 @@ export function createControlPlane(pool: PoolSettings, runnerEnv: Readonly<Recor
         runnerEnv,
         tlsSecret: tls ? pool.k8sTlsSecret : undefined,
       });
+    }
   }
 }
