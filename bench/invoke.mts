@@ -1,7 +1,11 @@
 /**
  * Invoke benchmark: fnts in front of a real hot function (the FDK hello
- * function), against the same function container called directly over its
- * socket — the ceiling — measured in the same run with the same load tool.
+ * function), against two ceilings measured in the same run with the same
+ * load tool: the same function container called directly over its socket,
+ * and a bare Node reverse proxy to it (bench/bare-proxy.mjs: what any proxy
+ * in Node costs; fnts adds ids, deadlines, lookup, slots, records, metrics).
+ * fnts and the bare proxy are measured at 1 connection in turns, so the
+ * machine's drift hits both alike (records and metrics on: the defaults).
  *
  *   npm run bench                  (BENCH_SECONDS=10 per measurement by default;
  *                                   BENCH_ONLY=throughput,records,metrics,tracing,auth picks parts)
@@ -11,7 +15,7 @@
  * connections; cold start of a new function against `docker run` of the same
  * image to its first answer.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, chmodSync, watch, existsSync, readdirSync } from 'node:fs';
@@ -58,6 +62,16 @@ async function dockerRun(image: string, dir: string): Promise<{ id: string; sock
   ).trim();
   await ready;
   return { id, socket, readyMs: performance.now() - t0 };
+}
+
+/** Starts the bare proxy (bench/bare-proxy.mjs) in front of the container's socket. */
+async function bareProxy(socket: string): Promise<{ proc: ChildProcess; url: string }> {
+  const proc = spawn(process.execPath, [new URL('./bare-proxy.mjs', import.meta.url).pathname, socket], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    proc.stdout!.once('data', (b: Buffer) => resolve(Number(b.toString().trim())));
+    proc.once('exit', (code) => reject(new Error(`the bare proxy exited with ${code}`)));
+  });
+  return { proc, url: `http://127.0.0.1:${port}/` };
 }
 
 /** Time from `docker run` to the first answer of the function. */
@@ -169,16 +183,22 @@ async function main(): Promise<void> {
   const runs: Record<string, { c1: Figures; c16: Figures; containers: number }> = {};
   let d1: Figures | undefined;
   let d16: Figures | undefined;
+  let b16: Figures | undefined;
+  let bare: { proc: ChildProcess; url: string } | undefined;
+  let direct: { id: string; socket: string; dir: string } | undefined;
+  const bareRounds: Array<{ bare: number; fnts: number }> = [];
   if (wanted('throughput')) {
-    // ---- the ceiling: the function container alone, over its socket
+    // ---- the ceilings: the function container alone, over its socket; a bare proxy in front of it
     const dir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
-    const direct = await dockerRun(image, dir);
+    direct = { ...(await dockerRun(image, dir)), dir };
     process.stderr.write('bench: direct, 1 and 16 connections...\n');
     await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1, seconds: 5 });
     d1 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 1 });
     d16 = await load({ url: 'http://localhost/call', socketPath: direct.socket, connections: 16 });
-    execFileSync('docker', ['rm', '-f', direct.id]);
-    rmSync(dir, { recursive: true, force: true });
+    bare = await bareProxy(direct.socket);
+    process.stderr.write('bench: bare proxy, 16 connections...\n');
+    await load({ url: bare.url, connections: 1, seconds: 3 });
+    b16 = await load({ url: bare.url, connections: 16, pid: bare.proc.pid! });
 
     for (const policy of ['adaptive', 'seed'] as const) {
       const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
@@ -192,6 +212,17 @@ async function main(): Promise<void> {
         await load({ url, connections: 1, seconds: 5 });
         const pid = fnts.proc.pid;
         const c1 = policy === 'adaptive' ? await load({ url, connections: 1, pid }) : d1!;
+        if (policy === 'adaptive' && bare) {
+          // fnts and the bare proxy at 1 connection, in turns.
+          const rounds = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
+          const seconds = Math.max(3, Math.round(SECONDS / 2));
+          process.stderr.write(`bench: fnts and the bare proxy, 1 connection, ${rounds} rounds of ${seconds} s each in turns...\n`);
+          for (let r = 0; r < rounds; r++) {
+            const b = await load({ url: bare.url, connections: 1, seconds });
+            const f = await load({ url, connections: 1, seconds });
+            bareRounds.push({ bare: b.rps, fnts: f.rps });
+          }
+        }
         const c16 = await load({ url, connections: 16, pid });
         runs[policy] = { c1, c16, containers: await countContainers(`fnts.fn_id=${fn.id}`) };
 
@@ -214,6 +245,9 @@ async function main(): Promise<void> {
         rmSync(dataDir, { recursive: true, force: true });
       }
     }
+    bare.proc.kill('SIGTERM');
+    execFileSync('docker', ['rm', '-f', direct.id]);
+    rmSync(direct.dir, { recursive: true, force: true });
   }
 
   // ---- what keeping call records costs: servers with records on and off, measured in turns
@@ -248,6 +282,16 @@ async function main(): Promise<void> {
     say(`fnts   16 conn: ${fmt(a.c16.rps)} req/s  p50 ${a.c16.p50} ms  p99 ${a.c16.p99} ms  errors ${a.c16.errors + a.c16.non2xx}  containers started ${a.containers}`);
     say(`ratio  1 conn: ${fmt((100 * a.c1.rps) / d1.rps, 1)}% of direct (goal >= 40%, aim 50%)`);
     say(`ratio 16 conn: ${fmt((100 * a.c16.rps) / d16.rps, 1)}% of direct`);
+    if (b16 && bareRounds.length > 0) {
+      const ratios = bareRounds.map((r) => r.fnts / r.bare);
+      say(
+        `bare proxy 1 conn (${bareRounds.length} rounds in turns with fnts): ${fmt(median(bareRounds.map((r) => r.bare)))} req/s, fnts ${fmt(median(bareRounds.map((r) => r.fnts)))} req/s: ` +
+          `fnts at ${fmt(median(ratios), 2)} of the bare proxy (goal >= 0.8; rounds ${ratios.map((x) => fmt(x, 2)).join(', ')})`,
+      );
+      say(
+        `bare proxy 16 conn: ${fmt(b16.rps)} req/s  p99 ${b16.p99} ms, ${fmt(b16.cpuUs ?? NaN)} us CPU per call; fnts ${fmt(a.c16.rps)} req/s p99 ${a.c16.p99} ms (${fmt(a.c16.rps / b16.rps, 2)} of it)`,
+      );
+    }
     say(`fnts server CPU per call: ${fmt(a.c1.cpuUs ?? NaN)} us at 1 conn, ${fmt(a.c16.cpuUs ?? NaN)} us at 16 conn (less noisy than req/s on a shared machine)`);
   }
   const ab = (label: string, r: AbResult | undefined, extra = ''): void => {
