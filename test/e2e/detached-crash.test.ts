@@ -25,6 +25,17 @@ import { bearer } from '../support/auth.js';
 
 const CALLS = 300;
 
+/** The status of each call record of fn `fnId`, by call id, in the database at `dbPath`. */
+function statusesOf(dbPath: string, fnId: string): Map<string, string> {
+  const db = new BetterSqlite3(dbPath, { readonly: true });
+  try {
+    const rows = db.prepare('SELECT id, status FROM calls WHERE fn_id = ?').all(fnId) as Array<{ id: string; status: string }>;
+    return new Map(rows.map((r) => [r.id, r.status]));
+  } finally {
+    db.close();
+  }
+}
+
 /** Detached calls still to run in the database at `dbPath` (ready or leased). */
 function remaining(dbPath: string): number {
   const db = new BetterSqlite3(dbPath, { readonly: true });
@@ -76,17 +87,8 @@ describe('detached calls across two crashes', () => {
     try {
       expect(await eventually(() => remaining(dbPath) === 0, 120_000, 200)).toBe(true);
       // Records are written in batches: give the last one its moment.
-      const done = async (): Promise<Map<string, string>> => {
-        const db = new BetterSqlite3(dbPath, { readonly: true });
-        try {
-          const rows = db.prepare('SELECT id, status FROM calls WHERE fn_id = ?').all(fn.id) as Array<{ id: string; status: string }>;
-          return new Map(rows.map((r) => [r.id, r.status]));
-        } finally {
-          db.close();
-        }
-      };
-      expect(await eventually(async () => [...(await done()).values()].filter((s) => s === 'success').length === CALLS, 10_000)).toBe(true);
-      const statuses = await done();
+      expect(await eventually(() => [...statusesOf(dbPath, fn.id).values()].filter((s) => s === 'success').length === CALLS, 10_000)).toBe(true);
+      const statuses = statusesOf(dbPath, fn.id);
       expect(ids.filter((id) => statuses.get(id) !== 'success')).toEqual([]);
     } finally {
       output += server.output();
@@ -192,17 +194,8 @@ describe('a server killed in the middle of a group commit of detached calls', ()
       expect([...after.values()].filter((id) => id === undefined)).toEqual([]);
       expect(await eventually(() => remaining(dbPath) === 0, 120_000, 200)).toBe(true);
       // One call per key, each run to success: no call the server answered for was lost, none made twice.
-      const statuses = async (): Promise<Map<string, string>> => {
-        const db = new BetterSqlite3(dbPath, { readonly: true });
-        try {
-          const rows = db.prepare('SELECT id, status FROM calls WHERE fn_id = ?').all(fn.id) as Array<{ id: string; status: string }>;
-          return new Map(rows.map((r) => [r.id, r.status]));
-        } finally {
-          db.close();
-        }
-      };
-      expect(await eventually(async () => [...(await statuses()).values()].filter((s) => s === 'success').length === KEYS, 20_000)).toBe(true);
-      const rows = await statuses();
+      expect(await eventually(() => [...statusesOf(dbPath, fn.id).values()].filter((s) => s === 'success').length === KEYS, 20_000)).toBe(true);
+      const rows = statusesOf(dbPath, fn.id);
       expect(rows.size).toBe(KEYS);
       expect(new Set(after.values()).size).toBe(KEYS);
       expect([...after.values()].filter((id) => rows.get(id) !== 'success')).toEqual([]);
