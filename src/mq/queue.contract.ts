@@ -56,6 +56,18 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       ]);
     });
 
+    it('queues calls submitted at once (as a busy intake does), each answered with its own id, one call per idempotency key', async () => {
+      const q = await queue();
+      const ids = await Promise.all(Array.from({ length: 100 }, (_, i) => q.enqueue({ ...item(`c${i}`), body: Buffer.from(`body ${i}`) }, i % 10 === 0 ? 'same' : undefined)));
+      expect(ids.filter((_, i) => i % 10 !== 0)).toEqual(Array.from({ length: 100 }, (_, i) => `c${i}`).filter((_, i) => i % 10 !== 0));
+      // Ten submissions with one key, at once: one call, named to each.
+      expect(new Set(ids.filter((_, i) => i % 10 === 0)).size).toBe(1);
+      expect(await q.size()).toBe(91);
+      const leased = await q.reserveBatch(100, 30_000, 'w1');
+      expect(leased).toHaveLength(91);
+      expect(leased.find((c) => c.id === 'c7')!.body.toString()).toBe('body 7');
+    });
+
     it('tells since when its longest-waiting ready item has been ready', async () => {
       const q = await queue();
       expect(await q.oldestReadyAt()).toBeUndefined();

@@ -27,27 +27,6 @@ runQueueContract('sqlite file, through the writer thread', async (now) => {
 });
 
 describe('the queue on a SQLite file', () => {
-  it('commits detached calls accepted together as one batch, each caller answered with its own call, one call per idempotency key', async () => {
-    const ds = await openSqlite(join(dir, 'group.db'));
-    const queue = new SqliteQueue(ds.thread!);
-    try {
-      const item = (i: number) => ({ id: `c${i}`, fnId: 'f1', callJson: `{"id":"c${i}"}`, body: Buffer.from(`body ${i}`), maxAttempts: 3 });
-      // As the intake sends them: all at once, each awaited by its own request; every tenth with one key.
-      const ids = await Promise.all(Array.from({ length: 200 }, (_, i) => queue.enqueue(item(i), i % 10 === 0 ? 'same' : undefined)));
-      expect(ids.filter((id, i) => i % 10 !== 0)).toEqual(Array.from({ length: 200 }, (_, i) => `c${i}`).filter((_, i) => i % 10 !== 0));
-      expect(new Set(ids.filter((_, i) => i % 10 === 0))).toEqual(new Set(['c0']));
-      expect(await queue.size()).toBe(181);
-      // Stored, and read back by another connection to the file.
-      const rows = await ds.database().selectFrom('mq').select('id').execute();
-      expect(rows).toHaveLength(181);
-      const leased = await queue.reserveBatch(181, 60_000, 'w');
-      expect(leased).toHaveLength(181);
-      expect(leased.find((c) => c.id === 'c7')!.body.toString()).toBe('body 7');
-    } finally {
-      await ds.close();
-    }
-  });
-
   it('hands a large body to the thread whole, stores it in chunks and gives it back byte for byte', async () => {
     const ds = await openSqlite(join(dir, 'big.db'));
     const queue = new SqliteQueue(ds.thread!);

@@ -1,38 +1,51 @@
 /**
- * The embedded queue: detached calls in a table of the server's own
- * database (the SQLite file by default: nothing to set up). Each step on an
- * item is one statement, so servers sharing the file never lease one item
- * twice, and a lease taken back is counted (redeliveries) in the statement
- * that takes it.
+ * The queue of detached calls in a Postgres or MySQL database (the
+ * server's own, FN_DB_URL); on a SQLite file the writer thread runs it
+ * (sqlite.ts), and this one serves SQLite only in tests. Servers sharing the
+ * database never lease one item twice, and a lease taken back is counted
+ * (redeliveries) in the statement that takes it.
  *
  * A call's body lives apart from its item (mq_bodies), in chunks of
  * BODY_CHUNK_BYTES, written once when it is queued and read once when it
  * is leased: the item's row, updated at every lease, retry and extension,
- * stays small, and since SQLite runs on the event loop, a large body is
- * written and read a chunk per turn of it, never in one long stall.
+ * stays small.
  *
- *   enqueue:  body chunks (one statement each) ──▶ item (+ idempotency key), one transaction
- *   reserve:  item leased (one statement) ──▶ body chunks read into one buffer
+ *   enqueue:  group commit: the calls that come while a group is being written
+ *             go together as the next one: idempotency keys checked, bodies and
+ *             items inserted many rows a statement, one transaction
+ *   reserve:  up to n items leased in one statement (Postgres: FOR UPDATE SKIP
+ *             LOCKED; MySQL: pick, lease and read in one transaction), picked
+ *             in index order, their bodies read in one query
  *   ack, prune: item, then its body
  *
  * A body no item refers to (an enqueue cut short by a crash) is removed by
  * pruneDead once ORPHAN_BODY_MS old.
  */
-import type { ExpressionBuilder, Kysely } from 'kysely';
-import { kindOf, type SqlKind, type SqlSchema } from '../datastore/index.js';
+import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
+import { DatabaseUnavailableError, kindOf, StorageFullError, type SqlKind, type SqlSchema } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
+import { BODY_CHUNK_BYTES, ORPHAN_BODY_MS } from './sqlite-program.js';
 
 /** Ids per `IN (...)` list: well under every database's limit on bound parameters. */
 const IDS_PER_QUERY = 500;
-/** A body is stored and read in chunks of this size, one per turn of the event loop. */
-const BODY_CHUNK_BYTES = 256 * 1024;
-/** A body with no item this long after it was written is a leftover: its enqueue never finished. */
-const ORPHAN_BODY_MS = 10 * 60_000;
+/** Calls per group commit, and body bytes per group (MariaDB refuses statements over 16 MiB by default): more wait for the next. */
+const GROUP_CALLS = 500;
+const GROUP_BYTES = 4 * 1024 * 1024;
+/** Rows per INSERT statement (14 columns each at most: well within bound-parameter limits). */
+const ROWS_PER_INSERT = 500;
 
-/** Lets whatever else waits on the event loop (requests, timers) go before the next chunk. */
-function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+type NewItem = Omit<QueuedCall, 'attempts' | 'redeliveries'>;
+
+/** One caller's enqueue in a group commit. */
+interface Part {
+  readonly item: NewItem;
+  readonly key: string | undefined;
+  resolve(id: string): void;
+  reject(err: unknown): void;
 }
+
+/** The columns a lease answers with. */
+const LEASED = ['id', 'fn_id', 'call_json', 'body_bytes', 'attempts', 'max_attempts', 'redeliveries', 'available_at', 'enqueued_at'] as const;
 
 export class SqlQueue implements Queue {
   /** Which database the queue is in: how an item is leased differs (see reserve). */
@@ -45,67 +58,110 @@ export class SqlQueue implements Queue {
     this.kind = kindOf(db());
   }
 
-  async enqueue(item: Omit<QueuedCall, 'attempts' | 'redeliveries'>, key?: string): Promise<string> {
-    const at = this.now();
-    const { body } = item;
-    try {
-      for (let off = 0, seq = 0; off < body.length; off += BODY_CHUNK_BYTES, seq++) {
-        if (seq > 0) await nextTurn();
-        await this.db()
-          .insertInto('mq_bodies')
-          .values({ id: item.id, seq, chunk: body.subarray(off, off + BODY_CHUNK_BYTES), created_at: at })
-          .execute();
+  /** The group being gathered (joined by enqueues while the one before it is written). */
+  private group: { parts: Part[]; bytes: number } | undefined;
+  /** The group commit in progress: groups are written one at a time, in order. */
+  private writing: Promise<void> = Promise.resolve();
+
+  async enqueue(item: NewItem, key?: string): Promise<string> {
+    return new Promise<string>((resolve, reject) => {
+      const part: Part = { item, key, resolve, reject };
+      const open = this.group;
+      if (open && open.parts.length < GROUP_CALLS && open.bytes + item.body.length <= GROUP_BYTES) {
+        open.parts.push(part);
+        open.bytes += item.body.length;
+        return;
       }
-      const id = await this.db()
-        .transaction()
-        .execute(async (trx) => {
-          if (key !== undefined) {
-            const earlier = await trx.selectFrom('mq_keys').select(['call_id', 'created_at']).where('fn_id', '=', item.fnId).where('key', '=', key).executeTakeFirst();
-            if (earlier && earlier.created_at > at - IDEMPOTENCY_WINDOW_MS) return earlier.call_id;
-            const insert = trx.insertInto('mq_keys').values({ fn_id: item.fnId, key, call_id: item.id, created_at: at });
-            await (
-              this.kind === 'mysql'
-                ? insert.onDuplicateKeyUpdate({ call_id: item.id, created_at: at })
-                : insert.onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
-            ).execute();
-            // Keys past their window are of no use any more.
-            await trx
-              .deleteFrom('mq_keys')
-              .where('created_at', '<=', at - IDEMPOTENCY_WINDOW_MS)
-              .execute();
-          }
-          await trx
-            .insertInto('mq')
-            .values({
-              id: item.id,
-              fn_id: item.fnId,
-              call_json: item.callJson,
-              body_bytes: body.length,
-              attempts: 0,
-              max_attempts: item.maxAttempts,
-              state: 'ready',
-              enqueued_at: at,
-              available_at: at,
-              lease_until: 0,
-              leased_by: null,
-              reason: null,
-              redeliveries: 0,
-              dead_at: null,
-            })
-            .execute();
-          return item.id;
-        });
-      // The same submission again: its body is not needed.
-      if (id !== item.id) await this.db().deleteFrom('mq_bodies').where('id', '=', item.id).execute();
-      return id;
+      const group = { parts: [part], bytes: item.body.length };
+      this.group = group;
+      this.writing = this.writing.then(() => {
+        // From now on, enqueues form the next group.
+        if (this.group === group) this.group = undefined;
+        return this.commit(group.parts);
+      });
+    });
+  }
+
+  /** Writes a group; settles each caller. A group the database refuses is tried again part by part, so one bad call fails no other. Never rejects. */
+  private async commit(parts: readonly Part[]): Promise<void> {
+    try {
+      const ids = await this.write(parts);
+      parts.forEach((p, i) => p.resolve(ids[i]!));
     } catch (err) {
-      await this.db()
-        .deleteFrom('mq_bodies')
-        .where('id', '=', item.id)
-        .execute()
-        .catch(() => undefined);
-      throw err;
+      if (parts.length === 1 || err instanceof DatabaseUnavailableError || err instanceof StorageFullError) {
+        for (const p of parts) p.reject(err);
+        return;
+      }
+      for (const p of parts) await this.write([p]).then(([id]) => p.resolve(id!), p.reject);
     }
+  }
+
+  /** One transaction: keys checked in order (a key twice in the group names the first call), then the new calls' bodies and items, many rows a statement. */
+  private async write(parts: readonly Part[]): Promise<string[]> {
+    const at = this.now();
+    return this.db()
+      .transaction()
+      .execute(async (trx) => {
+        const ids: string[] = [];
+        const fresh: NewItem[] = [];
+        const named = new Map<string, string>();
+        for (const { item, key } of parts) {
+          const earlier = key === undefined ? undefined : (named.get(`${item.fnId}\n${key}`) ?? (await this.keyed(trx, item, key, at)));
+          if (earlier !== undefined) {
+            ids.push(earlier);
+            continue;
+          }
+          if (key !== undefined) named.set(`${item.fnId}\n${key}`, item.id);
+          ids.push(item.id);
+          fresh.push(item);
+        }
+        const chunks = fresh.flatMap((item) => {
+          const rows = [];
+          for (let off = 0, seq = 0; off < item.body.length; off += BODY_CHUNK_BYTES, seq++) rows.push({ id: item.id, seq, chunk: item.body.subarray(off, off + BODY_CHUNK_BYTES), created_at: at });
+          return rows;
+        });
+        // Statements of at most ROWS_PER_INSERT rows and about GROUP_BYTES.
+        for (let i = 0; i < chunks.length;) {
+          let bytes = 0;
+          let j = i;
+          while (j < chunks.length && j - i < ROWS_PER_INSERT && (j === i || bytes + chunks[j]!.chunk.length <= GROUP_BYTES)) bytes += chunks[j++]!.chunk.length;
+          await trx.insertInto('mq_bodies').values(chunks.slice(i, j)).execute();
+          i = j;
+        }
+        for (let i = 0; i < fresh.length; i += ROWS_PER_INSERT) {
+          const rows = fresh.slice(i, i + ROWS_PER_INSERT).map((item) => ({
+            id: item.id,
+            fn_id: item.fnId,
+            call_json: item.callJson,
+            body_bytes: item.body.length,
+            attempts: 0,
+            max_attempts: item.maxAttempts,
+            state: 'ready',
+            enqueued_at: at,
+            available_at: at,
+            lease_until: 0,
+            leased_by: null,
+            reason: null,
+            redeliveries: 0,
+            dead_at: null,
+          }));
+          await trx.insertInto('mq').values(rows).execute();
+        }
+        return ids;
+      });
+  }
+
+  /** The call `key` names for `item`'s fn within the window, else undefined once the key names `item` (in `trx`). */
+  private async keyed(trx: Transaction<SqlSchema>, item: NewItem, key: string, at: number): Promise<string | undefined> {
+    const earlier = await trx.selectFrom('mq_keys').select(['call_id', 'created_at']).where('fn_id', '=', item.fnId).where('key', '=', key).executeTakeFirst();
+    if (earlier && Number(earlier.created_at) > at - IDEMPOTENCY_WINDOW_MS) return earlier.call_id;
+    const insert = trx.insertInto('mq_keys').values({ fn_id: item.fnId, key, call_id: item.id, created_at: at });
+    await (
+      this.kind === 'mysql'
+        ? insert.onDuplicateKeyUpdate({ call_id: item.id, created_at: at })
+        : insert.onConflict((oc) => oc.columns(['fn_id', 'key']).doUpdateSet({ call_id: item.id, created_at: at }))
+    ).execute();
+    return undefined;
   }
 
   async redrive(fnId: string, id: string): Promise<boolean> {
@@ -120,20 +176,17 @@ export class SqlQueue implements Queue {
   }
 
   async reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined> {
-    const row = this.kind === 'mysql' ? await this.leaseMysql(leaseMs, holder) : await this.leaseOne(leaseMs, holder);
-    if (!row) return undefined;
-    const body = await this.readBody(row.id, Number(row.body_bytes));
-    return { id: row.id, fnId: row.fn_id, callJson: row.call_json, body, attempts: row.attempts, maxAttempts: row.max_attempts, redeliveries: row.redeliveries };
+    return (await this.reserveBatch(1, leaseMs, holder))[0];
   }
 
+  /** Lapsed leases first (their holders died), then the oldest ready items; bodies read in one query. */
   async reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]> {
-    const leased: QueuedCall[] = [];
-    while (leased.length < max) {
-      const item = await this.reserve(leaseMs, holder);
-      if (!item) break;
-      leased.push(item);
-    }
-    return leased;
+    if (max <= 0) return [];
+    const now = this.now();
+    const rows = this.kind === 'mysql' ? await this.leaseMysql(max, now, leaseMs, holder) : await this.leaseMany(max, now, leaseMs, holder);
+    rows.sort((a, b) => Number(a.available_at) - Number(b.available_at) || Number(a.enqueued_at) - Number(b.enqueued_at));
+    const bodies = await this.readBodies(rows.map((r) => ({ id: r.id, bytes: Number(r.body_bytes) })));
+    return rows.map((r) => ({ id: r.id, fnId: r.fn_id, callJson: r.call_json, body: bodies.get(r.id)!, attempts: r.attempts, maxAttempts: r.max_attempts, redeliveries: r.redeliveries }));
   }
 
   /** What a lease sets: an item still `leased` is one whose lease ended, taken back and counted. */
@@ -157,55 +210,82 @@ export class SqlQueue implements Queue {
     return (w: ExpressionBuilder<SqlSchema, 'mq'>) => w.or([w.and([w('state', '=', 'ready'), w('available_at', '<=', now)]), w.and([w('state', '=', 'leased'), w('lease_until', '<=', now)])]);
   }
 
+  /** The ids a lease picks, in the index's order (state, available_at, enqueued_at): lapsed leases, or ready items due. */
+  private pick(db: Kysely<SqlSchema> | Transaction<SqlSchema>, lapsed: boolean, now: number, n: number) {
+    const q = db
+      .selectFrom('mq')
+      .select('id')
+      .where('state', '=', lapsed ? 'leased' : 'ready')
+      .where(lapsed ? 'lease_until' : 'available_at', '<=', now)
+      .orderBy('available_at')
+      .orderBy('enqueued_at')
+      .limit(n);
+    // Rows others are leasing are skipped, not waited for (SQLite, in tests, has one writer at a time).
+    return this.kind === 'sqlite' ? q : q.forUpdate().skipLocked();
+  }
+
   /**
-   * SQLite and Postgres: one statement picks the oldest leasable item and
-   * leases it. On Postgres the pick locks its row and skips rows others hold
-   * (FOR UPDATE SKIP LOCKED), so workers of several nodes lease different
-   * items at once instead of waiting on the same one, and the lease's own
-   * condition is checked again on the row it updates.
+   * Postgres (and SQLite in tests): one UPDATE per kind of pick leases them;
+   * the pick locks its rows and skips rows others hold, and the lease's own
+   * condition is checked again on each row it updates.
    */
-  private async leaseOne(leaseMs: number, holder: string) {
-    const now = this.now();
-    return this.db()
-      .updateTable('mq')
-      .set(this.leaseSet(now, leaseMs, holder))
-      .where('id', '=', (eb) => {
-        const pick = eb.selectFrom('mq').select('id').where(SqlQueue.leasable(now)).orderBy('available_at').orderBy('enqueued_at').limit(1);
-        return this.kind === 'postgres' ? pick.forUpdate().skipLocked() : pick;
-      })
-      .where(SqlQueue.leasable(now))
-      .returning(['id', 'fn_id', 'call_json', 'body_bytes', 'attempts', 'max_attempts', 'redeliveries'])
-      .executeTakeFirst();
+  private async leaseMany(max: number, now: number, leaseMs: number, holder: string) {
+    const lease = (lapsed: boolean, n: number) =>
+      this.db()
+        .updateTable('mq')
+        .set(this.leaseSet(now, leaseMs, holder))
+        // Postgres runs an `IN (subquery)` as often as its plan likes, and with SKIP LOCKED each run
+        // picks other rows (more than n in all); an array of the pick is evaluated once.
+        .where((eb) => (this.kind === 'postgres' ? eb('id', '=', eb.fn.any(sql<string[]>`array(${this.pick(this.db(), lapsed, now, n)})`)) : eb('id', 'in', this.pick(this.db(), lapsed, now, n))))
+        .where(SqlQueue.leasable(now))
+        .returning(LEASED)
+        .execute();
+    const lapsed = await lease(true, max);
+    return lapsed.length < max ? [...lapsed, ...(await lease(false, max - lapsed.length))] : lapsed;
   }
 
   /** MySQL (no UPDATE ... RETURNING, no subquery on the updated table): pick with SKIP LOCKED, lease and read in one transaction. */
-  private async leaseMysql(leaseMs: number, holder: string) {
-    const now = this.now();
+  private async leaseMysql(max: number, now: number, leaseMs: number, holder: string) {
     return this.db()
       .transaction()
       .execute(async (trx) => {
-        const pick = await trx.selectFrom('mq').select('id').where(SqlQueue.leasable(now)).orderBy('available_at').orderBy('enqueued_at').limit(1).forUpdate().skipLocked().executeTakeFirst();
-        if (!pick) return undefined;
+        const ids = (await this.pick(trx, true, now, max).execute()).map((r) => r.id);
+        if (ids.length < max) ids.push(...(await this.pick(trx, false, now, max - ids.length).execute()).map((r) => r.id));
+        if (ids.length === 0) return [];
         await trx
           .updateTable('mq')
           .set(this.leaseSet(now, leaseMs, holder))
-          .where('id', '=', pick.id)
+          .where('id', 'in', ids)
           .execute();
-        return trx.selectFrom('mq').select(['id', 'fn_id', 'call_json', 'body_bytes', 'attempts', 'max_attempts', 'redeliveries']).where('id', '=', pick.id).executeTakeFirst();
+        return trx.selectFrom('mq').select(LEASED).where('id', 'in', ids).execute();
       });
   }
 
-  /** A body, a chunk per turn, into one buffer of its size. */
-  private async readBody(id: string, bytes: number): Promise<Buffer> {
-    const body = Buffer.allocUnsafe(bytes);
-    let at = 0;
-    for (let seq = 0; at < bytes; seq++) {
-      if (seq > 0) await nextTurn();
-      const row = await this.db().selectFrom('mq_bodies').select('chunk').where('id', '=', id).where('seq', '=', seq).executeTakeFirst();
-      if (!row || at + row.chunk.length > bytes) throw new Error(`the queued body of call ${id} is damaged (chunk ${seq} ${row ? 'too long' : 'missing'})`);
-      at += row.chunk.copy(body, at);
+  /** The bodies of leased items, each in one buffer of its size, read in one query. */
+  private async readBodies(items: ReadonlyArray<{ id: string; bytes: number }>): Promise<Map<string, Buffer>> {
+    const bodies = new Map<string, { body: Buffer; at: number; seq: number }>();
+    for (const { id, bytes } of items) bodies.set(id, { body: Buffer.allocUnsafe(bytes), at: 0, seq: 0 });
+    const withBody = items.filter((i) => i.bytes > 0).map((i) => i.id);
+    for (let i = 0; i < withBody.length; i += IDS_PER_QUERY) {
+      const chunks = await this.db()
+        .selectFrom('mq_bodies')
+        .select(['id', 'seq', 'chunk'])
+        .where('id', 'in', withBody.slice(i, i + IDS_PER_QUERY))
+        .orderBy('id')
+        .orderBy('seq')
+        .execute();
+      for (const { id, seq, chunk } of chunks) {
+        const b = bodies.get(id)!;
+        if (seq !== b.seq++ || b.at + chunk.length > b.body.length) throw new Error(`the queued body of call ${id} is damaged (chunk ${seq} out of place or too long)`);
+        b.at += chunk.copy(b.body, b.at);
+      }
     }
-    return body;
+    const out = new Map<string, Buffer>();
+    for (const [id, b] of bodies) {
+      if (b.at !== b.body.length) throw new Error(`the queued body of call ${id} is damaged (${b.at} of its ${b.body.length} bytes)`);
+      out.set(id, b.body);
+    }
+    return out;
   }
 
   async releaseDead(isDead: (holder: string) => boolean): Promise<number> {
@@ -264,6 +344,11 @@ export class SqlQueue implements Queue {
       removed += Number(res.numDeletedRows);
       await this.db().deleteFrom('mq_bodies').where('id', 'in', ids).execute();
     }
+    // Keys past their window are of no use any more.
+    await this.db()
+      .deleteFrom('mq_keys')
+      .where('created_at', '<=', this.now() - IDEMPOTENCY_WINDOW_MS)
+      .execute();
     // Bodies of enqueues that never finished.
     await this.db()
       .deleteFrom('mq_bodies')

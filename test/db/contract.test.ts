@@ -25,7 +25,7 @@ import { migrations } from '../../src/datastore/sql/migrations.js';
 import { mysqlKysely, postgresKysely } from '../../src/datastore/sql/servers.js';
 import { newAppFromJson } from '../../src/models/index.js';
 import { runQueueContract } from '../../src/mq/queue.contract.js';
-import { SqlQueue } from '../../src/mq/sql.js';
+import { databaseQueue } from '../../src/mq/index.js';
 import BetterSqlite3 from 'better-sqlite3';
 import { SqliteDialect } from 'kysely';
 import { DATABASE_KINDS, startDatabase, type TestDatabase } from '../support/databases.js';
@@ -95,7 +95,7 @@ for (const kind of DATABASE_KINDS) {
       });
       runQueueContract(label, async (now) => {
         const store = await open();
-        return { queue: new SqlQueue(() => store.database(), now), close: () => store.close() };
+        return { queue: databaseQueue(store, now), close: () => store.close() };
       });
     }
 
@@ -192,22 +192,22 @@ for (const kind of DATABASE_KINDS.filter((k) => k !== 'sqlite')) {
 
     it('answers 503 within 2 s while it is down, stores nothing half-done, and serves again by itself once it is back', async () => {
       const kept = await store.insertApp(newAppFromJson({ name: 'before' }));
-      const queue = new SqlQueue(() => store.database());
+      const queue = databaseQueue(store);
       await server.kill();
 
-      for (const attempt of [
-        () => store.getAppById(kept.id),
-        () => store.insertApp(newAppFromJson({ name: 'during' })),
-        () => queue.enqueue({ id: 'c1', fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 }),
-        () => store.ping(),
-      ]) {
+      for (const [what, attempt] of [
+        ['read an app', () => store.getAppById(kept.id)],
+        ['insert an app', () => store.insertApp(newAppFromJson({ name: 'during' }))],
+        ['queue a call', () => queue.enqueue({ id: 'c1', fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 })],
+        ['ping', () => store.ping()],
+      ] as const) {
         const started = Date.now();
         const failure = await attempt().then(
           () => undefined,
           (err: unknown) => err,
         );
         const tookMs = Date.now() - started;
-        expect(failure instanceof DatabaseUnavailableError || (failure as Error | undefined)?.cause instanceof DatabaseUnavailableError, String(failure)).toBe(true);
+        expect(failure instanceof DatabaseUnavailableError || (failure as Error | undefined)?.cause instanceof DatabaseUnavailableError, `${what}: ${String(failure)}`).toBe(true);
         expect(tookMs).toBeLessThan(2500);
       }
 

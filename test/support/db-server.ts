@@ -4,7 +4,8 @@
  * the test worker, and waiting until the server answers.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './fnserver.js';
@@ -67,8 +68,57 @@ const setprivPresent = spawnSync('setpriv', ['--version']).status === 0;
 /** Server processes still running: killed when the worker exits (and by the kernel when it is killed: setpriv). */
 const servers = new Set<ChildProcess>();
 process.once('exit', () => {
-  for (const p of servers) p.kill('SIGKILL');
+  for (const p of servers) killGroup(p);
 });
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+/** The processes descended from `pid` (read from /proc: each process's parent). */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // it ended meanwhile
+    }
+  }
+  const out: number[] = [];
+  for (let i = 0, next = [pid]; next.length > 0; i++) {
+    next = next.flatMap((p) => children.get(p) ?? []);
+    out.push(...next);
+  }
+  return out;
+}
+
+/**
+ * SIGKILL to the server and every process it started: Postgres' backends
+ * lead process groups of their own and go on serving their connections for
+ * a moment after the postmaster alone dies, which is not the crash the
+ * tests mean.
+ */
+export function killGroup(proc: ChildProcess): void {
+  const all = proc.pid === undefined ? [] : [proc.pid, ...descendants(proc.pid)];
+  for (const pid of all) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  if (all.length === 0) proc.kill('SIGKILL');
+}
 
 export function exited(proc: ChildProcess): Promise<void> {
   return new Promise<void>((resolve) => {
@@ -85,7 +135,7 @@ export async function waitUntilServing(what: string, proc: ChildProcess, answers
     if (await answers().catch(() => false)) return;
     await new Promise((r) => setTimeout(r, 100));
   }
-  proc.kill('SIGKILL');
+  killGroup(proc);
   throw new Error(`${what} did not answer within ${ms} ms:\n${output()}`);
 }
 
@@ -116,8 +166,10 @@ export async function managedServer(port: number, dir: string, launch: () => Pro
   let n = 0;
   let stopped = false;
   const kill = async (): Promise<void> => {
-    proc.kill('SIGKILL');
+    killGroup(proc);
     await exited(proc);
+    // Down once its port refuses connections (its children, which hold connections, die with it).
+    for (const until = Date.now() + 5000; Date.now() < until && (await accepts(port));) await new Promise((r) => setTimeout(r, 20));
   };
   return {
     port,

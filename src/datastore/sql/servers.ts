@@ -61,6 +61,9 @@ export function postgresKysely<DB = Schema>(loc: PgLocation, options: ServerOpti
   const pool = new pg.Pool(postgresPoolConfig(loc, options.poolSize));
   // An idle connection the server closed (a restart) is an event of the pool: without a listener it would end the process.
   pool.on('error', (err) => options.onUnavailable?.(err));
+  // So is one that breaks while a query holds it (the server killed mid-query): the query itself
+  // rejects (and answers 503), and the error event would otherwise end the process.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return new Kysely<DB>({ dialect: guarded(new PostgresDialect({ pool }), { isUnavailable: pgUnavailable, onUnavailable: options.onUnavailable }) });
 }
 
@@ -97,6 +100,8 @@ export function mysqlPoolOptions(loc: MysqlLocation, poolSize: number): PoolOpti
 /** Kysely on a pool of connections to the MySQL database `loc`, its errors guarded (guard.ts). */
 export function mysqlKysely<DB = Schema>(loc: MysqlLocation, options: ServerOptions): Kysely<DB> {
   const pool = createPool(mysqlPoolOptions(loc, options.poolSize));
+  // A connection that breaks (the server killed) fails its query (503); its error event must not end the process.
+  pool.on('connection', (connection) => connection.on('error', () => undefined));
   return new Kysely<DB>({ dialect: guarded(new MysqlDialect({ pool }), { isUnavailable: mysqlUnavailable, onUnavailable: options.onUnavailable }) });
 }
 

@@ -69,6 +69,8 @@ export const recordsProgram: ProgramSource = { name: 'calls', module: import.met
 /** Writes batches of call records through the database's SQLite thread (which the datastore closes). */
 export function threadWriter(thread: SqliteThread): BatchWriter {
   const loaded = thread.load(recordsProgram);
+  // A thread that could not load it fails each write with why; not here.
+  loaded.catch(() => undefined);
   const run = async <T>(op: keyof WriterProgram, args: readonly unknown[]): Promise<T> => {
     await loaded;
     try {
