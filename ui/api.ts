@@ -31,6 +31,12 @@ export function onAuthChange(listener: () => void): () => void {
   return () => authListeners.delete(listener);
 }
 
+/** The server asks for a token and this tab has none: show the login. */
+export function requireLogin(): void {
+  refused = true;
+  for (const l of authListeners) l();
+}
+
 /** Whether the server refused the current token (or its absence) since it was set. */
 export function needsLogin(): boolean {
   return refused;

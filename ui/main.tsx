@@ -1,7 +1,7 @@
 /** The console's page: the login when the API asks for a token, else the view the URL names. */
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, needsLogin, onAuthChange, setToken, token, tryToken } from './api.js';
+import { api, needsLogin, onAuthChange, requireLogin, setToken, token, tryToken } from './api.js';
 import { ErrorBox } from './components.js';
 import { href, useRoute, type Route } from './router.js';
 import { AppView } from './views/app.js';
@@ -60,11 +60,12 @@ function Console() {
   const [checked, setChecked] = useState(false);
   useEffect(() => {
     const off = onAuthChange(() => setTick((n) => n + 1));
-    // One read tells whether the server wants a token (auth on) and whether ours is good.
-    api('/v2/apps?per_page=1').then(
-      () => setChecked(true),
-      () => setChecked(true),
-    );
+    // Without a token on a server that asks for one, the login comes first; else one read tells whether ours is good.
+    fetch('/ui/settings.json')
+      .then((res) => res.json() as Promise<{ auth: boolean }>)
+      .then(({ auth }) => (auth && !token() ? requireLogin() : api('/v2/apps?per_page=1')))
+      .catch(() => undefined)
+      .finally(() => setChecked(true));
     return () => void off();
   }, []);
   const login = needsLogin();

@@ -99,8 +99,13 @@ function send(req: FastifyRequest, reply: FastifyReply, asset: Asset, immutable:
   return reply.send(encoding === 'br' ? asset.br : encoding === 'gzip' ? asset.gzip : asset.plain);
 }
 
-/** Serves the console at /ui (the page for /ui and /ui/, the assets under /ui/assets/). */
-export function registerUi(app: FastifyInstance, dir: string = UI_DIR): void {
+/**
+ * Serves the console at /ui (the page for /ui and /ui/, the assets under
+ * /ui/assets/), and at /ui/settings.json what the page needs before its
+ * first API request: whether the API asks for a token (so a page without
+ * one shows the login rather than collect a 401 first).
+ */
+export function registerUi(app: FastifyInstance, settings: { readonly auth: boolean }, dir: string = UI_DIR): void {
   let assets: Map<string, Asset> | undefined;
   const find = (path: string): Asset | undefined => (assets ??= loadAssets(dir)).get(path);
 
@@ -109,6 +114,7 @@ export function registerUi(app: FastifyInstance, dir: string = UI_DIR): void {
     if (!page) throw new ApiError(E.PathNotFound, { message: 'The console was not built: run `npm run build` (or `node scripts/prepare.mjs`) and restart fnts' });
     return send(req, reply, page, false);
   });
+  app.get('/ui/settings.json', async (_req, reply) => reply.headers(SECURITY_HEADERS).header('Cache-Control', 'no-store').send({ auth: settings.auth }));
   app.get('/ui/assets/:name', async (req, reply) => {
     const asset = find(`/ui/assets/${(req.params as { name: string }).name}`);
     if (!asset) throw new ApiError(E.PathNotFound);

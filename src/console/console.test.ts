@@ -114,6 +114,7 @@ describe('the console over HTTP', () => {
       role: 'full',
       runsCalls: true,
       principal: () => undefined,
+      auth: false,
       intervalMs: 50,
       ...(uiDir ? { uiDir } : {}),
     });
@@ -159,6 +160,7 @@ describe('the console over HTTP', () => {
     expect(asset.headers.get('content-type')).toMatch(/^text\/javascript/);
     expect(await asset.text()).toBe('console.log(1)');
     expect((await fetch(`${url}/ui/assets/nope.js`)).status).toBe(404);
+    expect(await (await fetch(`${url}/ui/settings.json`)).json()).toEqual({ auth: false });
     expect((await fetch(`${url}/ui/assets/..%2Findex.html`)).status).toBe(404);
   });
 });

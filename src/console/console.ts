@@ -21,6 +21,8 @@ export interface ConsoleDeps {
   /** Whether this node runs calls (a full node) or only serves the API (an API node). */
   readonly runsCalls: boolean;
   readonly principal: (req: FastifyRequest) => Principal | undefined;
+  /** Whether /v2 asks for a token (FNTS_AUTH=on): the page shows the login first. */
+  readonly auth: boolean;
   /** Where the built page and assets are (default dist/ui/). */
   readonly uiDir?: string;
   /** How often the live figures are read while a stream is open (default 2000 ms). */
@@ -32,7 +34,7 @@ const nothing = (): Reading => ({ at: Date.now(), fns: new Map(), memory: undefi
 
 /** Registers the console's routes on `app`; answers the pulse its streams share (for tests: how many listen). */
 export function registerConsole(app: FastifyInstance, deps: ConsoleDeps): Pulse {
-  registerUi(app, deps.uiDir ?? UI_DIR);
+  registerUi(app, { auth: deps.auth }, deps.uiDir ?? UI_DIR);
   const registry = deps.metrics?.registry;
   const point = (before: Reading | undefined, after: Reading): HistoryPoint => {
     const f = figuresBetween(before, after, deps.runsCalls);

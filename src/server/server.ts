@@ -216,6 +216,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       role: config.nodeType,
       runsCalls: invoke !== undefined,
       principal: (req) => req.principal,
+      auth: tokens !== undefined,
       onError: (err) => deps.logger.warn({ err, module: 'console' }, 'console figures could not be read'),
     });
     registerApi(app, {

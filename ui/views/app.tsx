@@ -161,7 +161,7 @@ function Triggers({ app, fns }: { app: App; fns: Fn[] }) {
           </label>
           <label>
             Function
-            <select value={form.fn} onChange={(e) => setForm({ ...form, fn: e.currentTarget.value })}>
+            <select aria-label="Function" value={form.fn} onChange={(e) => setForm({ ...form, fn: e.currentTarget.value })}>
               {fns.map((f) => (
                 <option key={f.id} value={f.id}>
                   {f.name}

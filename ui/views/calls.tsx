@@ -60,7 +60,7 @@ export function Calls({ fnId, query }: { fnId: string; query: URLSearchParams })
       <form class="inline-form" onSubmit={(e) => e.preventDefault()}>
         <label>
           Status
-          <select value={status} onChange={(e) => filter({ status: e.currentTarget.value })}>
+          <select aria-label="Status" value={status} onChange={(e) => filter({ status: e.currentTarget.value })}>
             {STATUSES.map((s) => (
               <option key={s} value={s}>
                 {s || 'Any status'}
@@ -70,7 +70,7 @@ export function Calls({ fnId, query }: { fnId: string; query: URLSearchParams })
         </label>
         <label>
           Since
-          <select value={since} onChange={(e) => filter({ since: e.currentTarget.value })}>
+          <select aria-label="Since" value={since} onChange={(e) => filter({ since: e.currentTarget.value })}>
             {SINCE.map(([v, label]) => (
               <option key={v} value={v}>
                 {label}

@@ -1,6 +1,6 @@
 /** One function: its spec, live figures and invoke panel; its edit form; its calls (calls.tsx). */
 import { useState } from 'preact/hooks';
-import { api, authHeaders, enc, type App, type CallRecord, type Fn } from '../api.js';
+import { api, authHeaders, enc, type App, type CallRecord, type Fn, type Page } from '../api.js';
 import { Chart, configChange, Copyable, DangerZone, ErrorBox, Figure, messageOf, num, parseLines, Tabs, toLines, useLoad, useSubmit } from '../components.js';
 import { useLive } from '../live.js';
 import { go, href } from '../router.js';
@@ -94,15 +94,17 @@ interface InvokeResult {
   cold?: boolean | undefined;
 }
 
-/** Was the call cold? Its record says whether it started a container (start_ms); the record may take a moment to be stored. */
+/**
+ * Was the call cold? Its record says whether it started a container
+ * (start_ms). Records are stored a moment after the answer: the fn's newest
+ * calls are read until it is there (a list, which never answers 404 for a
+ * record not stored yet).
+ */
 async function coldOf(fnId: string, callId: string): Promise<boolean | undefined> {
   for (let i = 0; i < 10; i++) {
-    try {
-      const r = await api<CallRecord>(`/v2/fns/${enc(fnId)}/calls/${enc(callId)}`);
-      if (r.status !== 'running' && r.status !== 'queued') return r.timings?.start_ms !== undefined;
-    } catch {
-      // not stored yet
-    }
+    const page = await api<Page<CallRecord>>(`/v2/fns/${enc(fnId)}/calls?per_page=10`).catch(() => undefined);
+    const r = page?.items.find((c) => c.id === callId);
+    if (r && r.status !== 'running' && r.status !== 'queued') return r.timings?.start_ms !== undefined;
     await new Promise((res) => setTimeout(res, 300));
   }
   return undefined;
@@ -265,7 +267,7 @@ function FnEdit({ fn, onSaved }: { fn: Fn; onSaved: () => void }) {
           </label>
           <label>
             Format
-            <select value={form.format} onChange={field('format')}>
+            <select aria-label="Format" value={form.format} onChange={field('format')}>
               {['http-stream', 'http', 'json', 'cloudevent', 'default'].map((f) => (
                 <option key={f}>{f}</option>
               ))}

@@ -49,7 +49,12 @@ export function Overview() {
         <Figure label="Containers idle" value={c ? String(c.idle) : null} hint={noCalls} />
         <Figure label="Containers starting" value={c ? String(c.starting) : null} hint={noCalls} />
         <Figure label="Containers paused" value={c ? String(c.paused) : null} hint={noCalls} />
-        <Figure label="Memory used" value={f?.memory ? `${bytes(f.memory.used_bytes)} of ${bytes(f.memory.total_bytes)}` : null} hint="this node runs no containers, or its token sees its apps only" />
+        <Figure
+          label="Memory used"
+          value={f?.memory ? bytes(f.memory.used_bytes) : null}
+          unit={f?.memory ? `of ${bytes(f.memory.total_bytes)}` : undefined}
+          hint="this node runs no containers, or its token sees its apps only"
+        />
         <Figure label="Detached backlog" value={f?.detached?.backlog === null || f?.detached?.backlog === undefined ? null : String(f.detached.backlog)} hint="no queue of detached calls here" />
         <Figure
           label="Dead letters"
