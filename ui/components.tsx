@@ -56,8 +56,8 @@ export function Figure({ label, value, unit, hint }: { label: string; value: str
     <div class="figure">
       <span class="figure-label">{label}</span>
       <output class="figure-value" aria-label={label} title={hint}>
-        {value ?? '—'}
-        {value !== null && unit ? <small> {unit}</small> : null}
+        <span class="figure-number">{value ?? '—'}</span>
+        {value !== null && unit ? <small>{unit}</small> : null}
       </output>
       {value === null && hint ? <span class="figure-hint">{hint}</span> : null}
     </div>

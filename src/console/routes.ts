@@ -4,7 +4,7 @@
  *
  *   GET /v2/console/summary   the node's figures now, its health, and the charts' history (JSON)
  *   GET /v2/console/stream    the same as server-sent events: `summary` first, then `figures`
- *                             every 2 s while the stream is open
+ *                             every 2 s while the stream is open, and `health` every 10 s
  *
  * A token limited to apps sees the figures of its apps' fns only: node-wide
  * figures (memory, the detached backlog, health, the history) are null for it.
@@ -65,11 +65,31 @@ class AppNames {
   }
 }
 
+/**
+ * The node's health for the console: one check at a time for every viewer,
+ * and not more often than every `maxAgeMs` (the checks are not free: the
+ * functions' network check reads the firewall's rules). Never rejects.
+ */
+class SharedHealth {
+  private last: { at: number; report: Promise<ReadinessReport> } | undefined;
+  constructor(
+    private readonly readiness: Readiness,
+    private readonly maxAgeMs = 10_000,
+  ) {}
+
+  /** The latest report (a check runs when it is older than maxAgeMs), and when it was asked for. */
+  get(now = Date.now()): { at: number; report: Promise<ReadinessReport> } {
+    if (!this.last || now - this.last.at >= this.maxAgeMs) this.last = { at: now, report: this.readiness.check() };
+    return this.last;
+  }
+}
+
 const appIds = (r: Reading): Set<string> => new Set([...r.fns.values()].map((f) => f.appId));
 
 export function registerConsoleApi(app: FastifyInstance, deps: ConsoleApiDeps): void {
   const { pulse } = deps;
   const names = new AppNames(deps.datastore);
+  const health = new SharedHealth(deps.readiness);
   /** Streams open now: each ends when the server closes. */
   const streams = new Set<FastifyReply>();
 
@@ -87,7 +107,7 @@ export function registerConsoleApi(app: FastifyInstance, deps: ConsoleApiDeps): 
       role: deps.role,
       runs_calls: deps.runsCalls,
       scope: node ? 'node' : 'apps',
-      health: node ? await deps.readiness.check() : null,
+      health: node ? await health.get().report : null,
       figures: await figuresFor(who, before, after),
       history: node ? pulse.history() : null,
     };
@@ -112,7 +132,9 @@ export function registerConsoleApi(app: FastifyInstance, deps: ConsoleApiDeps): 
     });
     const send = (event: string, data: unknown): void => void res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     send('summary', first);
-    let health: Promise<void> | undefined;
+    const node = who?.apps === undefined;
+    /** When the report this stream was last sent was asked for (tokens limited to apps get none). */
+    let healthSent = node ? health.get().at : 0;
     const listener = (before: Reading | undefined, after: Reading): void => {
       if (res.destroyed || res.writableEnded) throw new Error('stream closed');
       // Figures go out at every tick; a slow one is not waited for by the others (one write each, no await on the tick's path).
@@ -122,14 +144,17 @@ export function registerConsoleApi(app: FastifyInstance, deps: ConsoleApiDeps): 
         },
         () => undefined,
       );
-      // Health every tick too, for tokens that see the node; never two checks at once per stream.
-      if (who?.apps === undefined && !health) {
-        health = deps.readiness.check().then((report) => {
-          health = undefined;
+      // Health when a newer report is asked for (every 10 s at most, shared by every stream), for tokens that see the node.
+      const latest = node ? health.get() : undefined;
+      if (latest && latest.at !== healthSent) {
+        healthSent = latest.at;
+        void latest.report.then((report) => {
           if (!res.writableEnded) send('health', report);
         });
       }
     };
+    // Gone already (while its summary was made): nothing to listen for.
+    if (res.destroyed) return;
     if (!pulse.subscribe(listener)) {
       send('error', { message: 'Too many console streams open; close one and try again' });
       res.end();

@@ -193,6 +193,39 @@ describe.skipIf(!chromiumAvailable())('the console in a browser', () => {
     expect(errors.filter((e) => !e.includes('409'))).toEqual([]);
   });
 
+  it('reads in a narrow window and in the system dark mode, and works from the keyboard', async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: 'dark' });
+    try {
+      await phone.addInitScript({ content: `sessionStorage.setItem(${JSON.stringify(TOKEN_KEY)}, ${JSON.stringify(TEST_ADMIN_TOKEN)})` });
+      const p = await phone.newPage();
+      const problems = pageErrors(p);
+      await p.goto(`${s.url}/ui#/fns/${made.fnId}`);
+      await p.getByRole('heading', { name: 'probe' }).waitFor();
+      await p
+        .getByText('live, updated')
+        .or(p.getByRole('button', { name: 'Invoke', exact: true }))
+        .first()
+        .waitFor();
+      // Nothing wider than the window: no sideways scrolling.
+      expect(await p.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true);
+      // Dark: the page's background is dark.
+      const bg = String(await p.evaluate('getComputedStyle(document.body).backgroundColor'));
+      expect(bg).toBe('rgb(21, 23, 27)');
+      await p.screenshot({ path: join(SHOTS, 'function-narrow-dark.png'), fullPage: true });
+      // From the keyboard: the skip link first, then Enter in a form submits it.
+      await p.keyboard.press('Tab');
+      expect(await p.evaluate('document.activeElement?.textContent')).toBe('Skip to content');
+      await p.goto(`${s.url}/ui#/apps`);
+      await p.getByLabel('App name').focus();
+      await p.keyboard.type('typed-app');
+      await p.keyboard.press('Enter');
+      await p.getByRole('heading', { name: 'typed-app' }).waitFor();
+      expect(problems).toEqual([]);
+    } finally {
+      await phone.close();
+    }
+  });
+
   it('asks for a token, then shows only the apps the token may see', async () => {
     await s.app({ name: 'theirs' });
     const res = await s.call('/v2/tokens', { body: { name: 'team', role: 'viewer', apps: ['console-app'] }, headers: { 'content-type': 'application/json', ...bearer() } });

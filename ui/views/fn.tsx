@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { api, authHeaders, enc, type App, type CallRecord, type Fn, type Page } from '../api.js';
 import { Chart, configChange, Copyable, DangerZone, ErrorBox, Figure, messageOf, num, parseLines, Tabs, toLines, useLoad, useSubmit } from '../components.js';
-import { useLive } from '../live.js';
+import { useLive, type Containers } from '../live.js';
 import { go, href } from '../router.js';
 
 export function FnView({ id, tab }: { id: string; tab: 'overview' | 'edit' }) {
@@ -34,6 +34,14 @@ export function FnTabs({ id, tab }: { id: string; tab: 'overview' | 'edit' | 'ca
       ]}
     />
   );
+}
+
+/** "1 busy, 2 paused": the states that have containers; "none" when none has. */
+function containersText(c: Containers): string {
+  const parts = Object.entries(c)
+    .filter(([, n]) => n > 0)
+    .map(([state, n]) => `${n} ${state}`);
+  return parts.length ? parts.join(', ') : 'none';
 }
 
 function FnOverview({ fn, app }: { fn: Fn; app: App | undefined }) {
@@ -74,7 +82,7 @@ function FnOverview({ fn, app }: { fn: Fn; app: App | undefined }) {
             <Figure label="Function calls per second" value={figures ? num(figures.calls_per_s) : runs ? '0.0' : null} hint={runs ? undefined : idle} />
             <Figure label="Function errors per second" value={figures ? num(figures.errors_per_s) : runs ? '0.0' : null} hint={runs ? undefined : idle} />
             <Figure label="Function latency p95" value={num(figures?.latency_ms?.p95)} unit="ms" hint={idle} />
-            <Figure label="Function containers" value={figures ? `${figures.containers.busy} busy, ${figures.containers.idle} idle` : runs ? 'none' : null} hint={runs ? undefined : idle} />
+            <Figure label="Function containers" value={figures ? containersText(figures.containers) : runs ? 'none' : null} hint={runs ? undefined : idle} />
           </div>
           <Chart label="Calls per second" points={points} pick={(p) => p.calls_per_s} />
         </div>
