@@ -8,7 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { TokenRegistry } from '../auth/index.js';
+import { compileConfig } from '../config/index.js';
 import { openSqlite, type SqlDatastore } from '../datastore/index.js';
+import { buildServer } from '../server/index.js';
 import { Metrics, Readiness } from '../telemetry/index.js';
 import { registerConsole } from './console.js';
 import { figuresBetween, quantileMs, readRegistry, type Reading } from './figures.js';
@@ -162,5 +166,57 @@ describe('the console over HTTP', () => {
     expect((await fetch(`${url}/ui/assets/nope.js`)).status).toBe(404);
     expect(await (await fetch(`${url}/ui/settings.json`)).json()).toEqual({ auth: false });
     expect((await fetch(`${url}/ui/assets/..%2Findex.html`)).status).toBe(404);
+  });
+});
+
+describe('the console on a node', () => {
+  let app: FastifyInstance | undefined;
+  let datastore: SqlDatastore | undefined;
+  let registry: TokenRegistry | undefined;
+  afterEach(async () => {
+    await app?.close();
+    registry?.close();
+    await datastore?.close();
+  });
+
+  const ADMIN = 'console-test-admin-token-0123456789abcdef0123456789';
+
+  it('an API node (no calls run here) says its call figures are unknown; a browser at / is sent to /ui, an API client is not', async () => {
+    datastore = await openSqlite(':memory:');
+    app = await buildServer({
+      config: compileConfig({ FN_LOG_LEVEL: 'silent', FN_NODE_TYPE: 'api' }),
+      logger: pino({ level: 'silent' }),
+      api: { datastore },
+      metrics: new Metrics({ role: 'api', version: 'test' }),
+    });
+    const summary = (await app.inject({ method: 'GET', url: '/v2/console/summary' })).json();
+    expect(summary).toMatchObject({ role: 'api', runs_calls: false, scope: 'node', figures: { calls_per_s: null, latency_ms: null, containers: null } });
+    const browser = await app.inject({ method: 'GET', url: '/', headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+    expect(browser.statusCode).toBe(302);
+    expect(browser.headers.location).toBe('/ui');
+    expect((await app.inject({ method: 'GET', url: '/' })).json()).toEqual({ goto: 'https://github.com/fnproject/fn', hello: 'world!' });
+  });
+
+  it('asks for a token as the API does, and shows a token limited to apps none of the node-wide figures', async () => {
+    datastore = await openSqlite(':memory:');
+    registry = new TokenRegistry({ store: datastore.tokens, log: pino({ level: 'silent' }), adminToken: ADMIN });
+    await registry.start();
+    app = await buildServer({
+      config: compileConfig({ FN_LOG_LEVEL: 'silent' }),
+      logger: pino({ level: 'silent' }),
+      api: { datastore, tokens: { store: datastore.tokens, registry } },
+      metrics: new Metrics({ role: 'full', version: 'test' }),
+    });
+    const as = (token?: string) => (token ? { authorization: `Bearer ${token}` } : {});
+    expect((await app.inject({ method: 'GET', url: '/v2/console/summary' })).statusCode).toBe(401);
+    expect((await app.inject({ method: 'GET', url: '/v2/console/stream' })).statusCode).toBe(401);
+    expect((await app.inject({ method: 'GET', url: '/ui/settings.json' })).json()).toEqual({ auth: true });
+    expect((await app.inject({ method: 'GET', url: '/v2/console/summary', headers: as(ADMIN) })).json()).toMatchObject({ scope: 'node', health: { ready: true } });
+
+    const made = await app.inject({ method: 'POST', url: '/v2/tokens', headers: as(ADMIN), payload: { name: 'team', role: 'viewer', apps: ['mine'] } });
+    const limited = (made.json() as { token: string }).token;
+    await expect.poll(async () => (await app!.inject({ method: 'GET', url: '/v2/console/summary', headers: as(limited) })).statusCode).toBe(200);
+    const mine = (await app.inject({ method: 'GET', url: '/v2/console/summary', headers: as(limited) })).json();
+    expect(mine).toMatchObject({ scope: 'apps', health: null, history: null, figures: { memory: null, detached: null, fns: [] } });
   });
 });
