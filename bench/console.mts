@@ -15,7 +15,7 @@
  * by more than the console costs): the idle server's CPU without and with
  * two streams open, which is what the console adds to every second.
  *
- *   npm run bench:console     (BENCH_SECONDS=5 per round, BENCH_AB_ROUNDS=6, BENCH_IDLE_SECONDS=20; goal: within 2%)
+ *   npm run bench:console     (BENCH_SECONDS=5 per round, BENCH_AB_ROUNDS=6, BENCH_IDLE_SECONDS=10, BENCH_IDLE_ROUNDS=4; goal: within 2%)
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,7 +29,8 @@ import { cannon, cpuOf, fmt, json, median, type Figures } from './measure.mjs';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
 const ROUNDS = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
-const IDLE_SECONDS = Number(process.env['BENCH_IDLE_SECONDS'] ?? 20);
+const IDLE_SECONDS = Number(process.env['BENCH_IDLE_SECONDS'] ?? 10);
+const IDLE_ROUNDS = Number(process.env['BENCH_IDLE_ROUNDS'] ?? 4);
 const say = (line: string): boolean => process.stdout.write(line + '\n');
 
 /** A script reading the live stream until stopped; resolves once the first event came. */
@@ -120,9 +121,14 @@ async function main(): Promise<void> {
       await close?.();
       return msPerS;
     };
-    process.stderr.write(`bench: the idle server's CPU, ${IDLE_SECONDS} s without and ${IDLE_SECONDS} s with two streams open...\n`);
-    const idleWithout = await idleCpu(false);
-    const idleWith = await idleCpu(true);
+    process.stderr.write(`bench: the idle server's CPU, ${IDLE_ROUNDS} rounds of ${IDLE_SECONDS} s without and with two streams open, in turns...\n`);
+    const idleSides: [number[], number[]] = [[], []];
+    for (let r = 0; r < IDLE_ROUNDS; r++) {
+      idleSides[0].push(await idleCpu(false));
+      idleSides[1].push(await idleCpu(true));
+    }
+    const idleWithout = median(idleSides[0]);
+    const idleWith = median(idleSides[1]);
 
     process.stderr
       .write(`bench: warming up; then ${ROUNDS} rounds of ${SECONDS} s in turns: without the console, with two streams${withBrowser ? ', with the overview in chromium' : ' (chromium is not installed: no page side)'}...
@@ -150,7 +156,7 @@ async function main(): Promise<void> {
     if (withBrowser) say(line('overview in chromium + one: ', side(pages)) + ` -- ${cost(pages)} (chromium's own CPU included)`);
     say(`(${events} stream events read)`);
     say(
-      `idle server CPU: ${fmt(idleWithout, 2)} ms/s without, ${fmt(idleWith, 2)} ms/s with two streams open: the console costs ${fmt(idleWith - idleWithout, 2)} ms of CPU per second, ` +
+      `idle server CPU (medians of ${IDLE_ROUNDS} rounds in turns: without ${idleSides[0].map((x) => fmt(x, 1)).join(' ')}, with ${idleSides[1].map((x) => fmt(x, 1)).join(' ')}): ${fmt(idleWithout, 2)} ms/s without, ${fmt(idleWith, 2)} ms/s with two streams open: the console costs ${fmt(idleWith - idleWithout, 2)} ms of CPU per second, ` +
         `${fmt((100 * (idleWith - idleWithout)) / 1000 / ((a.rps * a.cpuUs) / 1e6), 2)}% of the CPU the server spends on calls at 1 connection (${fmt(a.rps)} calls/s x ${fmt(a.cpuUs)} us)`,
     );
   } finally {

@@ -77,6 +77,8 @@ describe.skipIf(!chromiumAvailable())('the console in a browser', () => {
     expect(await result.getByLabel('Status').textContent()).toBe('200');
     const answer = JSON.parse((await result.getByLabel('Answer').textContent())!);
     expect(answer.body).toEqual({ log: 'hello from the console' });
+    // The console's token is not handed to a function that does not ask for one.
+    expect(JSON.stringify(answer)).not.toContain(TEST_ADMIN_TOKEN);
     made.callId = (await result.getByRole('link', { name: 'Call id' }).textContent())!;
     expect(made.callId).toBe(answer.callId ?? made.callId);
     expect(made.callId).toMatch(/^[0-9A-Z]{26}$/);

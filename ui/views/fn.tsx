@@ -118,6 +118,9 @@ async function coldOf(fnId: string, callId: string): Promise<boolean | undefined
   return undefined;
 }
 
+/** The annotation by which an app or fn asks callers for a token. */
+const INVOKE_AUTH = 'fnts.io/invoke-auth';
+
 const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
 function Invoke({ fn, app }: { fn: Fn; app: App | undefined }) {
@@ -129,11 +132,13 @@ function Invoke({ fn, app }: { fn: Fn; app: App | undefined }) {
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const url = String(fn.annotations?.['fnproject.io/fn/invokeEndpoint'] ?? `${location.origin}/invoke/${fn.id}`);
+  const asksToken = fn.annotations?.[INVOKE_AUTH] === 'token' || app?.annotations?.[INVOKE_AUTH] === 'token';
   const extra = parseLines(headers, ':');
   const curl = [
     'curl -si -X POST',
     `-H ${shellQuote(`Content-Type: ${contentType}`)}`,
     ...(detached ? [`-H 'Fn-Invoke-Type: detached'`] : []),
+    ...(asksToken ? [`-H "Authorization: Bearer $FN_TOKEN"`] : []),
     ...Object.entries(extra).map(([k, v]) => `-H ${shellQuote(`${k}: ${v}`)}`),
     `-d ${shellQuote(body)}`,
     url,
@@ -148,7 +153,8 @@ function Invoke({ fn, app }: { fn: Fn; app: App | undefined }) {
     try {
       const res = await fetch(`/invoke/${enc(fn.id)}`, {
         method: 'POST',
-        headers: { ...authHeaders(), ...extra, 'Content-Type': contentType, ...(detached ? { 'Fn-Invoke-Type': 'detached' } : {}) },
+        // The console's token goes only to a fn that asks for one (fnts.io/invoke-auth: the server takes it off before the function sees it); any other fn would receive it.
+        headers: { ...(asksToken ? authHeaders() : {}), ...extra, 'Content-Type': contentType, ...(detached ? { 'Fn-Invoke-Type': 'detached' } : {}) },
         body,
         credentials: 'omit',
       });
