@@ -36,8 +36,9 @@ const nothing = (): Reading => ({ at: Date.now(), fns: new Map(), memory: undefi
 export function registerConsole(app: FastifyInstance, deps: ConsoleDeps): Pulse {
   registerUi(app, { auth: deps.auth }, deps.uiDir ?? UI_DIR);
   const registry = deps.metrics?.registry;
+  const callsKnown = deps.runsCalls && registry !== undefined;
   const point = (before: Reading | undefined, after: Reading): HistoryPoint => {
-    const f = figuresBetween(before, after, deps.runsCalls);
+    const f = figuresBetween(before, after, callsKnown);
     return {
       at: after.at,
       calls_per_s: f.calls_per_s,
@@ -54,6 +55,6 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps): Pulse 
     ...(deps.onError ? { onError: deps.onError } : {}),
   });
   app.addHook('onClose', async () => pulse.close());
-  registerConsoleApi(app, { pulse, readiness: deps.readiness, datastore: deps.datastore, role: deps.role, runsCalls: deps.runsCalls, principal: deps.principal });
+  registerConsoleApi(app, { pulse, readiness: deps.readiness, datastore: deps.datastore, role: deps.role, runsCalls: deps.runsCalls, callsKnown, principal: deps.principal });
   return pulse;
 }

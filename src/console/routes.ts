@@ -24,6 +24,8 @@ export interface ConsoleApiDeps {
   /** This node's role (`full`, `api`) and whether it runs calls itself. */
   readonly role: string;
   readonly runsCalls: boolean;
+  /** Whether the node's call figures can be known: it runs calls and keeps metrics (FNTS_METRICS is not off). */
+  readonly callsKnown: boolean;
   /** Who the request's token speaks for; undefined when auth is off. */
   readonly principal: (req: FastifyRequest) => Principal | undefined;
 }
@@ -94,9 +96,9 @@ export function registerConsoleApi(app: FastifyInstance, deps: ConsoleApiDeps): 
   const streams = new Set<FastifyReply>();
 
   const figuresFor = async (who: Principal | undefined, before: Reading | undefined, after: Reading): Promise<Figures> => {
-    if (who?.apps === undefined) return figuresBetween(before, after, deps.runsCalls);
+    if (who?.apps === undefined) return figuresBetween(before, after, deps.callsKnown);
     await names.resolve(appIds(after));
-    const mine = figuresBetween(before, after, deps.runsCalls, names.allows(who));
+    const mine = figuresBetween(before, after, deps.callsKnown, names.allows(who));
     return { ...mine, memory: null, detached: null };
   };
 
