@@ -93,6 +93,12 @@ describe.skipIf(!chromiumAvailable())('the console in a browser', () => {
     await page.getByRole('navigation', { name: 'Function' }).getByRole('link', { name: 'Calls' }).click();
     const link = page.getByRole('table', { name: 'Calls' }).getByRole('link', { name: made.callId! });
     await link.waitFor();
+    // Filtered by status: none failed; the filter is in the URL (a link to share).
+    await page.getByLabel('Status', { exact: true }).selectOption('error');
+    await page.getByText('No calls match these filters').waitFor();
+    expect(page.url()).toContain('?status=error');
+    await page.getByLabel('Status', { exact: true }).selectOption('success');
+    await link.waitFor();
     await shot('calls');
     await link.click();
     await page.getByRole('heading', { name: `Call ${made.callId}` }).waitFor();

@@ -1,6 +1,6 @@
 /**
  * A function's calls, newest first, paged with the API's cursors and
- * filtered by time (the API's from_time) and status (on the page shown);
+ * filtered by time (the API's from_time) and status (read through the API's pages);
  * one click on a call opens its record and its log. A dead detached call
  * shows its attempts and can be run again (the redrive endpoint).
  */
@@ -33,6 +33,30 @@ function FnHeader({ fnId, tab }: { fnId: string; tab: 'calls' }) {
   );
 }
 
+const PAGE = 30;
+/** How many of the API's pages one page of a status filter reads at most. */
+const MAX_SCAN = 10;
+
+/**
+ * A page of calls, newest first. The API filters by time, not by status: a
+ * status filter reads the API's pages (100 calls each) from `cursor` until
+ * PAGE calls match or MAX_SCAN pages were read, and the next page goes on
+ * from where that stopped.
+ */
+async function callsPage(fnId: string, from: string, cursor: string | undefined, status: string): Promise<Page<CallRecord>> {
+  const get = (per: number, at: string | undefined): Promise<Page<CallRecord>> => api<Page<CallRecord>>(`/v2/fns/${enc(fnId)}/calls?per_page=${per}${from}${at ? `&cursor=${enc(at)}` : ''}`);
+  if (!status) return get(PAGE, cursor);
+  const items: CallRecord[] = [];
+  let at = cursor;
+  for (let read = 0; read < MAX_SCAN && items.length < PAGE; read++) {
+    const page = await get(100, at);
+    items.push(...page.items.filter((c) => c.status === status));
+    at = page.next_cursor;
+    if (!at) break;
+  }
+  return { items, ...(at ? { next_cursor: at } : {}) };
+}
+
 const duration = (c: CallRecord): string => {
   if (!c.started_at || !c.completed_at) return '—';
   return `${(Date.parse(c.completed_at) - Date.parse(c.started_at)).toFixed(0)} ms`;
@@ -45,15 +69,15 @@ export function Calls({ fnId, query }: { fnId: string; query: URLSearchParams })
   const cursor = cursors[cursors.length - 1];
   const page = useLoad(() => {
     const from = since ? `&from_time=${Math.floor(Date.now() / 1000) - Number(since)}` : '';
-    return api<Page<CallRecord>>(`/v2/fns/${enc(fnId)}/calls?per_page=30${from}${cursor ? `&cursor=${enc(cursor)}` : ''}`);
-  }, [fnId, since, cursor]);
+    return callsPage(fnId, from, cursor, status);
+  }, [fnId, since, cursor, status]);
   const filter = (next: { status?: string; since?: string }): void => {
     const q = new URLSearchParams({ status, since, ...next });
     for (const [k, v] of [...q.entries()]) if (!v) q.delete(k);
     setCursors([]);
     go(`${href('fns', fnId, 'calls')}${q.size ? `?${q}` : ''}`);
   };
-  const items = (page.data?.items ?? []).filter((c) => !status || c.status === status);
+  const items = page.data?.items ?? [];
   return (
     <section aria-labelledby="calls-title">
       <FnHeader fnId={fnId} tab="calls" />
@@ -85,7 +109,7 @@ export function Calls({ fnId, query }: { fnId: string; query: URLSearchParams })
       <ErrorBox error={page.error} />
       {page.data && items.length === 0 ? (
         <Empty>
-          No calls {status || since ? 'match these filters on this page' : 'yet'}: invoke the function from its <a href={href('fns', fnId)}>overview</a>, or with <code>fn invoke</code>.
+          No calls {status || since ? 'match these filters' : 'yet'}: invoke the function from its <a href={href('fns', fnId)}>overview</a>, or with <code>fn invoke</code>.
         </Empty>
       ) : (
         <table aria-label="Calls">
