@@ -5,7 +5,7 @@
  * history starts with the server's last 15 minutes and grows with each event.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { authHeaders } from './api.js';
+import { authHeaders, requireLogin } from './api.js';
 
 export interface Quantiles {
   p50: number;
@@ -116,6 +116,8 @@ function onEvent(event: string, data: unknown): void {
 /** Reads one stream until it ends or `signal` aborts. */
 async function readStream(signal: AbortSignal): Promise<void> {
   const res = await fetch('/v2/console/stream', { headers: { ...authHeaders(), Accept: 'text/event-stream' }, signal, credentials: 'omit' });
+  // The token was revoked or expired since the page opened: the login again.
+  if (res.status === 401) requireLogin();
   if (!res.ok || !res.body) {
     let message = `${res.status} ${res.statusText}`;
     try {
