@@ -23,6 +23,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY proto ./proto
 COPY src ./src
 COPY scripts ./scripts
+COPY ui ./ui
 RUN npm run build && npm prune --omit=dev
 
 # ---- run: node, the compiled server and its production dependencies

@@ -10,7 +10,9 @@ import { defineConfig } from 'vitest/config';
  * - fleet: several processes and roles (LB, runners, pool manager, Fn's own
  *   programs from ../shared/bin);
  * - db: the datastore on real Postgres and MariaDB servers (started by the
- *   tests from Debian's packages) and SQLite, and nodes sharing one.
+ *   tests from Debian's packages) and SQLite, and nodes sharing one;
+ * - browser: the console (/ui) in Debian's chromium, driven by playwright-core,
+ *   against a real server with real functions.
  */
 export default defineConfig({
   test: {
@@ -26,8 +28,14 @@ export default defineConfig({
       { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/static/**/*.test.ts'], isolate: false } },
       {
         extends: true,
-        test: { name: 'docker', include: ['test/**/*.test.ts'], exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**', 'test/db/**'], globalSetup: ['test/setup/global.ts'] },
+        test: {
+          name: 'docker',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**', 'test/db/**', 'test/browser/**'],
+          globalSetup: ['test/setup/global.ts'],
+        },
       },
+      { extends: true, test: { name: 'browser', include: ['test/browser/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
       { extends: true, test: { name: 'db', include: ['test/db/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
       { extends: true, test: { name: 'fleet', include: ['test/fleet/**/*.test.ts', 'test/poolmanager/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
     ],

@@ -74,3 +74,10 @@ if (process.argv.includes('--build') || !existsSync(join(root, 'dist', 'cli', 'm
   cpSync(GEN_DIR, join(root, 'dist', 'rpc', 'gen'), { recursive: true, filter: (src) => !src.endsWith('.d.ts') });
   writeFileSync(stamp, new Date().toISOString() + '\n');
 }
+
+// The console (ui/ -> dist/ui/), when its sources or its build script changed since the last build.
+const uiBuilt = mtime(join(root, 'dist', 'ui', 'index.html'));
+const uiChanged = Math.max(newestUnder(join(root, 'ui')), mtime(join(root, 'scripts', 'build-ui.mjs')), mtime(lock));
+if (process.argv.includes('--build') || uiBuilt < uiChanged) {
+  run(process.execPath, [join(root, 'scripts', 'build-ui.mjs')], 'building the console');
+}

@@ -27,9 +27,12 @@ function run(args, capture) {
 const reportDir = mkdtempSync(join(tmpdir(), 'fnts-test-report-'));
 const report = join(reportDir, 'report.json');
 const started = Date.now();
-const typecheck = run([bin('typescript', 'bin/tsc'), '-p', 'tsconfig.json'], true);
+const typecheck = Promise.all([run([bin('typescript', 'bin/tsc'), '-p', 'tsconfig.json'], true), run([bin('typescript', 'bin/tsc'), '-p', 'ui/tsconfig.json'], true)]).then(([server, ui]) => ({
+  code: server.code || ui.code,
+  output: server.output + ui.output,
+}));
 // After the type check: both are CPU-bound, and the suite needs the rest of the machine.
-const FORMATTED = ['src/**/*.ts', 'test/**/*.ts', 'test/**/*.mjs', 'bench/**/*.mts', 'scripts/**/*.mjs', 'vitest.config.ts', 'eslint.config.js'];
+const FORMATTED = ['src/**/*.ts', 'test/**/*.ts', 'test/**/*.mjs', 'bench/**/*.mts', 'scripts/**/*.mjs', 'ui/**/*.{ts,tsx,css}', 'vitest.config.ts', 'eslint.config.js'];
 const lint = typecheck.then(async () => {
   const eslint = await run([bin('eslint', 'bin/eslint.js'), '.'], true);
   const prettier = await run([bin('prettier', 'bin/prettier.cjs'), '--check', ...FORMATTED], true);
@@ -41,7 +44,7 @@ const linted = await lint;
 printSlowest(report, Date.now() - started);
 rmSync(reportDir, { recursive: true, force: true });
 if (types.code !== 0) {
-  process.stderr.write(`\nfnts: the type check failed (tsc -p tsconfig.json); fix these and run npm test again:\n${types.output}\n`);
+  process.stderr.write(`\nfnts: the type check failed (tsc -p tsconfig.json, tsc -p ui/tsconfig.json); fix these and run npm test again:\n${types.output}\n`);
 } else {
   process.stderr.write('fnts: type check passed\n');
 }

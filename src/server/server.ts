@@ -13,6 +13,7 @@ import { E, routeError, type Changes } from '../models/index.js';
 import { Readiness, type HealthCheck, type Metrics } from '../telemetry/index.js';
 import type { TokenRegistry } from '../auth/index.js';
 import type { TokenStore } from '../datastore/index.js';
+import { registerConsole, wantsHtml } from '../console/index.js';
 import { registerApi } from './api.js';
 import { ChangeLog, registerChangesApi } from './changes.js';
 import { guardApi } from './auth.js';
@@ -198,12 +199,26 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
   }
 
-  resource(app, '/', { GET: async () => ({ goto: 'https://github.com/fnproject/fn', hello: 'world!' }) });
-  resource(app, '/version', { GET: async () => ({ version: VERSION }) });
-  registerProbes(app, new Readiness(deps.checks ?? [], { log: deps.logger.child({ module: 'health' }) }));
-
   const served = deps.api;
+  resource(app, '/', {
+    // API clients get Fn's answer; a browser (asking for HTML first) is sent to the console where one is served.
+    GET: async (req, reply) => (served && wantsHtml(req) ? reply.redirect('/ui', 302) : { goto: 'https://github.com/fnproject/fn', hello: 'world!' }),
+  });
+  resource(app, '/version', { GET: async () => ({ version: VERSION }) });
+  const readiness = new Readiness(deps.checks ?? [], { log: deps.logger.child({ module: 'health' }) });
+  registerProbes(app, readiness);
+
   if (served) {
+    registerConsole(app, {
+      metrics,
+      readiness,
+      datastore: served.datastore,
+      role: config.nodeType,
+      runsCalls: invoke !== undefined,
+      principal: (req) => req.principal,
+      auth: tokens !== undefined,
+      onError: (err) => deps.logger.warn({ err, module: 'console' }, 'console figures could not be read'),
+    });
     registerApi(app, {
       datastore: served.datastore,
       publicUrl: config.publicUrl,

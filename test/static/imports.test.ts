@@ -54,8 +54,9 @@ const ALLOWED: Record<string, readonly string[]> = {
   lb: ['time', 'auth', 'call', 'rpc', 'models', 'datastore', 'config', 'telemetry'],
   runner: ['time', 'call', 'rpc', 'models'],
   poolmanager: ['time', 'rpc', 'models', 'config'],
-  server: ['time', 'auth', 'call', 'models', 'datastore', 'mq', 'agent', 'drivers', 'telemetry', 'config'],
-  roles: ['time', 'auth', 'agent', 'call', 'config', 'datastore', 'drivers', 'lb', 'models', 'mq', 'poolmanager', 'rpc', 'runner', 'server', 'telemetry'],
+  console: ['time', 'auth', 'models', 'datastore', 'telemetry'],
+  server: ['console', 'time', 'auth', 'call', 'models', 'datastore', 'mq', 'agent', 'drivers', 'telemetry', 'config'],
+  roles: ['console', 'time', 'auth', 'agent', 'call', 'config', 'datastore', 'drivers', 'lb', 'models', 'mq', 'poolmanager', 'rpc', 'runner', 'server', 'telemetry'],
   cli: ['time', 'auth', 'roles', 'config', 'server'],
 };
 
