@@ -234,6 +234,7 @@ export class FunctionNetwork implements ContainerNetwork {
       },
       (err: unknown) => {
         this.failed = true;
+        if (this.closed) return;
         // Probes look every few seconds: the same failure is told once.
         const said = `failed: ${engineMessage(err)}`;
         if (said === this.told) return;
@@ -245,6 +246,8 @@ export class FunctionNetwork implements ContainerNetwork {
   }
 
   private tell(state: Isolation): void {
+    // Once the server stops, a look that ends late says nothing: "fnts stopped" is its last line.
+    if (this.closed) return;
     const said = JSON.stringify(state.kind === 'fenced' ? { ...state, blocked: [] } : state);
     if (said === this.told) return;
     this.told = said;
