@@ -42,6 +42,8 @@ function setup(functions: Record<string, FakeFunction>, config: Partial<AgentCon
     config: {
       freezeIdleMs: Infinity,
       ejectIdleMs: 1000,
+      keepAlivePolicy: 'fixed',
+      keepAliveBinMs: 60_000,
       hotPollMs: 50,
       hotStartTimeoutMs: 2000,
       maxResponseBytes: 0,
@@ -349,5 +351,51 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     expect(agent.roomIn(asking)).toBe(700);
     clock.advance(900);
     expect(agent.roomIn(asking)).toBe(0);
+  });
+
+  describe('keep-alive policies', () => {
+    /**
+     * A fn called every 4.5 s of the clock's time with idle_timeout 3 s,
+     * `calls` times; per call: whether it found a container already there,
+     * and whether that one was pre-warmed.
+     */
+    async function rhythm(policy: 'fixed' | 'histogram', calls: number) {
+      const clock = new ManualClock();
+      const { driver, agent, spec, call } = setup({ echo }, { keepAlivePolicy: policy, keepAliveBinMs: 1000 }, 4096, clock);
+      const outcomes: CallOutcome[] = [];
+      const prewarms: string[] = [];
+      /** Containers of the fn right after each call. */
+      const held: number[] = [];
+      agent.addListener({ onCallEnd: (_c, o) => void outcomes.push(o), onPrewarm: (_c, result) => void prewarms.push(result) });
+      const s = spec('echo', { idle_timeout: 3 });
+      for (let i = 0; i < calls; i++) {
+        await call(s);
+        await until(() => outcomes.length === i + 1);
+        held.push(agent.snapshot().containers);
+        // The pre-warm (if any) is due at 3.6 s: let its container start before the call at 4.5 s.
+        clock.advance(3700);
+        await until(() => agent.snapshot().queues.every((q) => q.starting === 0));
+        clock.advance(800);
+      }
+      return { driver, outcomes, prewarms, held };
+    }
+
+    it('fixed: a fn called every 4.5 s with idle_timeout 3 s is cold on every call', async () => {
+      const { driver, outcomes, held } = await rhythm('fixed', 8);
+      expect(held.every((n) => n === 1)).toBe(true);
+      expect(driver.containers).toHaveLength(8);
+      expect(outcomes.every((o) => o.timings.start_ms !== undefined && !o.timings.prewarmed)).toBe(true);
+    });
+
+    it('histogram: after a few calls the same fn is released after each call and pre-warmed before the next, which is warm', async () => {
+      const { outcomes, prewarms, held } = await rhythm('histogram', 10);
+      const late = outcomes.slice(-3);
+      expect(late.map((o) => o.timings.prewarmed)).toEqual([true, true, true]);
+      expect(late.every((o) => o.timings.start_ms === undefined)).toBe(true);
+      expect(prewarms.filter((r) => r === 'used').length).toBeGreaterThanOrEqual(3);
+      expect(prewarms).not.toContain('wasted');
+      // Released at once after each of those calls (memory given back): nothing idles until the pre-warm.
+      expect(held.slice(-3)).toEqual([0, 0, 0]);
+    });
   });
 });

@@ -23,6 +23,8 @@ import { runColdCall } from './cold.js';
 import type { AgentConfig } from './settings.js';
 import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
+import { keepAlivePolicy, type KeepAlivePolicy } from './keepalive.js';
+import { Keeper } from './prewarm.js';
 import type { HotContainer } from './hot.js';
 import type { CancelReason, Invoker, RunningCall } from '../call/index.js';
 import { plainSocketDirs, removeSocketTree, type SocketDirs } from './iofs.js';
@@ -54,6 +56,8 @@ export interface AgentOptions {
   readonly socketDirs?: SocketDirs;
   /** Where fns' secrets come from and how containers get them as files (secrets.ts); none: containers get no /run/secrets. */
   readonly secrets?: AgentSecrets;
+  /** The keep-alive policy (default: FNTS_KEEPALIVE_POLICY's, keepalive.ts); a histogram one may come with stored histograms. */
+  readonly keepAlive?: KeepAlivePolicy;
 }
 
 export interface AgentSnapshot {
@@ -137,6 +141,8 @@ export class Agent implements Invoker, PoolHost {
   /** Aborted by abort(): calls still running are cut. */
   private readonly cut = new AbortController();
   private readonly evictor: Evictor;
+  /** How long idle containers stay, and pre-warms (prewarm.ts). */
+  readonly keeper: Keeper;
   private readonly unsubscribe: () => void;
   private active = 0;
   private drained: (() => void) | undefined;
@@ -165,6 +171,16 @@ export class Agent implements Invoker, PoolHost {
       take: (c) => this.pools.get(c.spec.key)?.queue.remove(c) ?? false,
     });
     this.unsubscribe = o.changes?.subscribe((change) => this.changed(change)) ?? (() => undefined);
+    const policy = o.keepAlive ?? keepAlivePolicy(o.config.keepAlivePolicy, { binMs: o.config.keepAliveBinMs });
+    this.keeper = new Keeper(policy, this);
+  }
+
+  /** Starts a container of `spec` ahead of demand (see SlotPool.prewarm); never rejects. */
+  async prewarm(spec: FunctionSpec, keepMs: number): Promise<void> {
+    if (this.closing) return;
+    let pool = this.pools.get(spec.key);
+    if (!pool) this.pools.set(spec.key, (pool = new SlotPool(spec, this)));
+    await pool.prewarm(keepMs).catch((err: unknown) => this.log.warn({ err, fn: spec.fnId }, 'pre-warm failed'));
   }
 
   get stopping(): AbortSignal {
@@ -213,7 +229,7 @@ export class Agent implements Invoker, PoolHost {
   /** Adds a listener of every call (see CallListener's rules) and, if it listens to them, of containers' states. */
   addListener(listener: CallListener & ContainerListener): void {
     if (listener.onCallStart || listener.onCallExec || listener.onCallEnd || listener.onCallLog) this.listeners.push(listener);
-    if (listener.onContainerState || listener.onContainerRetired) this.containerListeners.push(listener);
+    if (listener.onContainerState || listener.onContainerRetired || listener.onPrewarm) this.containerListeners.push(listener);
   }
 
   /** A new container's (or launch's) states, told to the container listeners. */
@@ -384,6 +400,7 @@ export class Agent implements Invoker, PoolHost {
       this.stop.abort(shuttingDown());
       this.unsubscribe();
       this.evictor.close();
+      this.keeper.close();
       for (const pool of this.pools.values()) pool.close(serverBusy());
       if (this.active > 0) await new Promise<void>((resolve) => (this.drained = resolve));
       await Promise.all([...this.containers].map((c) => c.retire('shutdown', 'server shutting down')));
