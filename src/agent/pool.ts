@@ -381,7 +381,7 @@ export class SlotPool {
       this.queue.release(c);
       return;
     }
-    this.offerIdle(c, this.host.keeper.idle(this.spec));
+    this.offerIdle(c, this.host.keeper.idle(this.spec, this.queue.stats().latency.start));
   }
 
   /** Nobody waits: `c` idles for `keepMs`, or goes now when that is 0 (the policy expects no call soon). */

@@ -4,7 +4,7 @@
  * just become idle stays, and keeps at most one pre-warm timer per fn.
  *
  *   call ends ─▶ idle(spec): keep for keepMs (0: release now)
- *                └─ prewarmInMs? ─▶ timer ─▶ host.prewarm(spec, keepMs)
+ *                └─ prewarmInMs? ─▶ timer (less a start's time) ─▶ host.prewarm(spec, keepMs)
  *   call starts ─▶ the fn's timer is cleared (the call came first)
  *
  * A pre-warm that cannot happen (no free memory, the image gone, the agent
@@ -48,18 +48,22 @@ export class Keeper {
   /**
    * A container of `spec` has just become idle with no call waiting: how
    * long (ms) it stays, at most the fn's idle_timeout; 0: it goes now. May
-   * set the fn's pre-warm timer.
+   * set the fn's pre-warm timer, `startMs` (how long the fn's containers
+   * take to start, as measured) ahead of when the policy wants one ready.
    */
-  idle(spec: FunctionSpec): number {
+  idle(spec: FunctionSpec, startMs: number): number {
     const d = this.policy.decide(spec.fnId, spec.idleTimeoutMs, this.host.clock.now());
     if (d.prewarmInMs !== undefined && d.prewarmKeepMs > 0 && !this.closed) {
       this.cancel(spec.fnId);
       const keepMs = Math.min(d.prewarmKeepMs, spec.idleTimeoutMs);
-      const timer = this.host.clock.setTimeout(() => {
-        this.timers.delete(spec.fnId);
-        this.host.log.debug({ fn: spec.fnId, keepMs, basis: d.basis }, 'pre-warming a container');
-        void this.host.prewarm(spec, keepMs);
-      }, d.prewarmInMs);
+      const timer = this.host.clock.setTimeout(
+        () => {
+          this.timers.delete(spec.fnId);
+          this.host.log.debug({ fn: spec.fnId, keepMs, basis: d.basis }, 'pre-warming a container');
+          void this.host.prewarm(spec, keepMs);
+        },
+        Math.max(0, d.prewarmInMs - startMs),
+      );
       this.timers.set(spec.fnId, timer);
     }
     return Math.max(0, Math.min(d.keepMs, spec.idleTimeoutMs));
