@@ -23,7 +23,8 @@ import { runColdCall } from './cold.js';
 import type { AgentConfig } from './settings.js';
 import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
-import { keepAlivePolicy, type KeepAlivePolicy } from './keepalive.js';
+import { HistogramKeepAlive, keepAlivePolicy, type KeepAlivePolicy } from './keepalive.js';
+import { HistogramPersistence, type HistogramStore } from './keepalive-store.js';
 import { Keeper } from './prewarm.js';
 import type { HotContainer } from './hot.js';
 import type { CancelReason, Invoker, RunningCall } from '../call/index.js';
@@ -56,8 +57,10 @@ export interface AgentOptions {
   readonly socketDirs?: SocketDirs;
   /** Where fns' secrets come from and how containers get them as files (secrets.ts); none: containers get no /run/secrets. */
   readonly secrets?: AgentSecrets;
-  /** The keep-alive policy (default: FNTS_KEEPALIVE_POLICY's, keepalive.ts); a histogram one may come with stored histograms. */
+  /** The keep-alive policy (default: FNTS_KEEPALIVE_POLICY's, keepalive.ts). */
   readonly keepAlive?: KeepAlivePolicy;
+  /** Where the histogram policy's histograms survive restarts (keepalive-store.ts); none: learned again after each. */
+  readonly histograms?: HistogramStore;
 }
 
 export interface AgentSnapshot {
@@ -143,6 +146,7 @@ export class Agent implements Invoker, PoolHost {
   private readonly evictor: Evictor;
   /** How long idle containers stay, and pre-warms (prewarm.ts). */
   readonly keeper: Keeper;
+  private readonly histograms: HistogramPersistence | undefined;
   private readonly unsubscribe: () => void;
   private active = 0;
   private drained: (() => void) | undefined;
@@ -173,6 +177,7 @@ export class Agent implements Invoker, PoolHost {
     this.unsubscribe = o.changes?.subscribe((change) => this.changed(change)) ?? (() => undefined);
     const policy = o.keepAlive ?? keepAlivePolicy(o.config.keepAlivePolicy, { binMs: o.config.keepAliveBinMs });
     this.keeper = new Keeper(policy, this);
+    if (policy instanceof HistogramKeepAlive && o.histograms) this.histograms = new HistogramPersistence(policy, o.histograms, this.clock, this.log);
   }
 
   /** Starts a container of `spec` ahead of demand (see SlotPool.prewarm); never rejects. */
@@ -201,6 +206,7 @@ export class Agent implements Invoker, PoolHost {
   async start(): Promise<void> {
     const { owner, instance, iofsPath: iofsRoot } = this.o.config;
     const isAlive = this.o.isInstanceAlive ?? instanceAlive;
+    await this.histograms?.start();
     await claimSocketFolder(iofsRoot, instance);
     const swept = await sweepSocketFolders(iofsRoot, instance, isAlive);
     if (swept.removed > 0) this.log.info({ removed: swept.removed }, 'removed socket folders left by earlier instances that died');
@@ -410,6 +416,7 @@ export class Agent implements Invoker, PoolHost {
       await this.driver
         .removeContainers({ [OWNER_LABEL]: this.config.owner, [INSTANCE_LABEL]: this.config.instance })
         .catch((err: unknown) => this.log.warn({ err }, "could not list this server's containers to remove them"));
+      await this.histograms?.close();
       await removeSocketTree(this.socketFolder).catch((err: unknown) => this.log.warn({ err, folder: this.socketFolder }, "could not remove this server's socket folder"));
       await this.driver.close();
     })();

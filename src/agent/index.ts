@@ -34,3 +34,5 @@ export { plainSecretFolders, secretFolders, SECRETS_PATH } from './secrets.js';
 export type { AgentSecrets, SecretFolders, SecretSource } from './secrets.js';
 export { FixedKeepAlive, HistogramKeepAlive, IdleHistogram, keepAlivePolicy } from './keepalive.js';
 export type { HistogramSnapshot, KeepAliveDecision, KeepAlivePolicy, KeepAlivePolicyName } from './keepalive.js';
+export { FLUSH_MS, HistogramPersistence } from './keepalive-store.js';
+export type { HistogramStore, StoredHistogram } from './keepalive-store.js';

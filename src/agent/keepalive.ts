@@ -149,7 +149,8 @@ export class IdleHistogram {
   }
 
   private age(): void {
-    for (let i = 0; i < BINS; i++) this.counts[i]! /= 2;
+    // Counts that halving has worn down to nothing are dropped (they would only lengthen what is stored).
+    for (let i = 0; i < BINS; i++) this.counts[i] = this.counts[i]! < 0.01 ? 0 : this.counts[i]! / 2;
     this.inRange /= 2;
     this.outOfBounds /= 2;
   }
@@ -258,14 +259,14 @@ interface FnRhythm {
 export interface HistogramKeepAliveOptions {
   /** FNTS_KEEPALIVE_BIN_MSECS: the width of a bin (60000 in the paper). */
   readonly binMs: number;
-  /** Told when a fn's histogram gained an idle time (to store it); must be cheap and not throw. */
-  readonly onChange?: (fnId: string, h: IdleHistogram) => void;
 }
 
 /** The histogram policy (see the file's comment). */
 export class HistogramKeepAlive implements KeepAlivePolicy {
   readonly name = 'histogram';
   private readonly fns = new Map<string, FnRhythm>();
+  /** Fns whose histograms gained an idle time since takeChanged() (a subset of `fns`). */
+  private readonly changed = new Set<string>();
 
   constructor(private readonly o: HistogramKeepAliveOptions) {}
 
@@ -276,7 +277,11 @@ export class HistogramKeepAlive implements KeepAlivePolicy {
       this.fns.delete(fnId);
     } else {
       r = { histogram: new IdleHistogram(this.o.binMs), running: 0, lastEnd: undefined };
-      if (this.fns.size >= MAX_FNS) this.fns.delete(this.fns.keys().next().value!);
+      if (this.fns.size >= MAX_FNS) {
+        const oldest = this.fns.keys().next().value!;
+        this.fns.delete(oldest);
+        this.changed.delete(oldest);
+      }
     }
     this.fns.set(fnId, r);
     return r;
@@ -290,6 +295,17 @@ export class HistogramKeepAlive implements KeepAlivePolicy {
     return true;
   }
 
+  /** The fns whose histograms changed since the last time asked, with their snapshots (to store them). */
+  takeChanged(): Array<{ fnId: string; snapshot: HistogramSnapshot }> {
+    const out: Array<{ fnId: string; snapshot: HistogramSnapshot }> = [];
+    for (const fnId of this.changed) {
+      const h = this.fns.get(fnId)?.histogram;
+      if (h) out.push({ fnId, snapshot: h.snapshot() });
+    }
+    this.changed.clear();
+    return out;
+  }
+
   histogram(fnId: string): IdleHistogram | undefined {
     return this.fns.get(fnId)?.histogram;
   }
@@ -298,7 +314,7 @@ export class HistogramKeepAlive implements KeepAlivePolicy {
     const r = this.rhythm(fnId);
     if (r.running === 0 && r.lastEnd !== undefined) {
       r.histogram.add(now - r.lastEnd);
-      this.o.onChange?.(fnId, r.histogram);
+      this.changed.add(fnId);
     }
     r.running++;
   }
