@@ -68,6 +68,19 @@ describe('HistogramKeepAlive', () => {
     expect(d.prewarmInMs! + d.prewarmKeepMs).toBeGreaterThanOrEqual(31 * MIN);
   });
 
+  it('makes no pre-warm whose stay, cut by the idle_timeout, would catch few calls', () => {
+    const p = new HistogramKeepAlive({ binMs: MIN });
+    // Idle times spread over 10 to 30 minutes: a 1-minute stay holds a twentieth of them.
+    const end = play(
+      p,
+      'f',
+      Array.from({ length: 42 }, (_, i) => (10 + (i % 21)) * MIN + 5_000),
+    );
+    expect(p.decide('f', MIN, end)).toMatchObject({ keepMs: MIN, prewarmInMs: undefined, basis: 'fixed' });
+    // A stay as long as the window: pre-warmed (the 5th percentile is in the 11th minute).
+    expect(p.decide('f', 3_600_000, end).prewarmInMs).toBeCloseTo(11 * MIN * 0.9);
+  });
+
   it('with 1-second bins, the same rhythm scaled down: released, pre-warmed before the next call', () => {
     const p = new HistogramKeepAlive({ binMs: 1000 });
     const end = play(p, 'f', Array<number>(6).fill(4_400));

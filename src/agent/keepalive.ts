@@ -19,6 +19,10 @@
  *   the tail instead. The fn's idle_timeout stays a hard upper bound on how
  *   long any one container idles (Fn's meaning).
  *
+ *   When the fn's idle_timeout cuts the stay after a pre-warm so short
+ *   that it holds less than half of the idle times, the pre-warm is not
+ *   worth its start: the fixed rule again.
+ *
  *   Fallbacks: a histogram with few samples, or whose bin counts vary
  *   little (coefficient of variation below 2: no clear rhythm), gives the
  *   fixed rule; a fn whose idle times mostly exceed the histogram's range
@@ -80,6 +84,8 @@ const FORECAST_EARLY = 0.85;
 const FORECAST_LATE = 1.15;
 /** Once a fn's counts reach this, they are halved: recent idle times weigh more. */
 const AGE_AT = 200;
+/** A pre-warm whose stay (cut by the idle_timeout) would hold less than this share of the idle times is not made. */
+export const MIN_COVER = 0.5;
 /** The most fns a policy remembers. */
 export const MAX_FNS = 10_000;
 
@@ -214,6 +220,11 @@ export class IdleHistogram {
     return best;
   }
 
+  /** The share of the idle times in range that fall between `from` and `to` (ms). */
+  share(from: number, to: number): number {
+    return this.inRange > 0 ? this.mass(from, to) / this.inRange : 0;
+  }
+
   /** The counts between times `from` and `to` (ms), a bin in part counted in proportion. */
   private mass(from: number, to: number): number {
     let sum = 0;
@@ -334,7 +345,10 @@ export class HistogramKeepAlive implements KeepAlivePolicy {
     const since = r.running > 0 || r.lastEnd === undefined ? 0 : Math.max(0, now - r.lastEnd);
     if (r.running > 0 || w.prewarmAt <= since) return { keepMs: cap(w.keepUntil - since), prewarmInMs: undefined, prewarmKeepMs: 0, basis: w.basis };
     const at = r.histogram.bestStart(w, idleTimeoutMs);
-    return { keepMs: 0, prewarmInMs: Math.max(0, at - since), prewarmKeepMs: cap(w.keepUntil - at), basis: w.basis };
+    const keep = cap(w.keepUntil - at);
+    // A stay the idle_timeout cuts so short that it would catch few calls: a pre-warm not worth its start.
+    if (w.basis === 'histogram' && r.histogram.share(at, at + keep) < MIN_COVER) return fixedDecision(idleTimeoutMs);
+    return { keepMs: 0, prewarmInMs: Math.max(0, at - since), prewarmKeepMs: keep, basis: w.basis };
   }
 }
 
