@@ -380,6 +380,62 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
       return { driver, outcomes, prewarms, held };
     }
 
+    /** Six calls of `fn` 4.5 s apart on `clock`: the histogram policy then releases its container after a call and pre-warms one 3.6 s later. */
+    async function learn(call: (fn: CallFn) => Promise<CallResponse>, fn: CallFn, clock: ManualClock): Promise<void> {
+      for (let i = 0; i < 6; i++) {
+        await call(fn);
+        if (i < 5) clock.advance(4500);
+      }
+    }
+
+    it('a pre-warm takes only free memory: it evicts nothing, and is not made when there is no room', async () => {
+      const clock = new ManualClock();
+      const { driver, agent, spec, call } = setup({ echo, slow: sleepy(1) }, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000, ejectIdleMs: 0 }, 300, clock);
+      const a = spec('echo', { idle_timeout: 3, memory: 128 });
+      await learn(call, a, clock);
+      await until(() => agent.snapshot().containers === 0);
+      // Another fn's idle container holds 256 of the 300 MB when the pre-warm is due.
+      await call(spec('slow', { idle_timeout: 60, memory: 256 }));
+      clock.advance(3700);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(driver.live().map((c) => c.spec.image)).toEqual(['slow']);
+      expect(agent.snapshot().containers).toBe(1);
+    });
+
+    it('the evictor takes a pre-warmed container before one that served calls', async () => {
+      const clock = new ManualClock();
+      const { driver, agent, spec, call } = setup({ echo, slow: sleepy(1), other: sleepy(1) }, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000, ejectIdleMs: 0 }, 300, clock);
+      const a = spec('echo', { idle_timeout: 3, memory: 128 });
+      await learn(call, a, clock);
+      // An older idle container of another fn, then echo's pre-warm: 256 of 300 MB held.
+      await call(spec('slow', { idle_timeout: 60, memory: 128 }));
+      clock.advance(3700);
+      await until(() => agent.snapshot().containers === 2 && agent.snapshot().queues.every((q) => q.starting === 0));
+      // A third fn needs room for 128 MB: the pre-warmed one goes, though the other has idled longer.
+      await call(spec('other', { memory: 128 }));
+      expect(
+        driver
+          .live()
+          .map((c) => c.spec.image)
+          .sort(),
+      ).toEqual(['other', 'slow']);
+    });
+
+    it('a pre-warm that fails (the image is gone) fails no call and stops nothing', async () => {
+      const clock = new ManualClock();
+      const functions: Record<string, FakeFunction> = { echo, slow: sleepy(1) };
+      const { agent, spec, call } = setup(functions, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000 }, 4096, clock);
+      const prewarms: string[] = [];
+      agent.addListener({ onPrewarm: (_c, r) => void prewarms.push(r) });
+      await learn(call, spec('echo', { idle_timeout: 3 }), clock);
+      delete functions['echo'];
+      clock.advance(3700);
+      await until(() => agent.snapshot().queues.every((q) => q.starting === 0));
+      await new Promise((r) => setTimeout(r, 20));
+      expect(prewarms).toEqual([]);
+      expect(text(await call(spec('slow')))).toBe('done');
+    });
+
     it('fixed: a fn called every 4.5 s with idle_timeout 3 s is cold on every call', async () => {
       const { driver, outcomes, held } = await rhythm('fixed', 8);
       expect(held.every((n) => n === 1)).toBe(true);
