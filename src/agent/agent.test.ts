@@ -421,6 +421,16 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
       ).toEqual(['other', 'slow']);
     });
 
+    it('a fn that changes drops its pending pre-warm (it would start the old definition)', async () => {
+      const clock = new ManualClock();
+      const { agent, spec, call, changes } = setup({ echo }, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000 }, 4096, clock);
+      const s = spec('echo', { idle_timeout: 3 });
+      await learn(call, s, clock);
+      expect(agent.keeper.pending).toBe(1);
+      changes.publish({ kind: 'fn', id: s.fnId, appId: s.appId });
+      expect(agent.keeper.pending).toBe(0);
+    });
+
     it('a pre-warm that fails (the image is gone) fails no call and stops nothing', async () => {
       const clock = new ManualClock();
       const functions: Record<string, FakeFunction> = { echo, slow: sleepy(1) };

@@ -373,6 +373,7 @@ export class Agent implements Invoker, PoolHost {
     if (change.kind === 'trigger' || change.kind === 'reset') return;
     const matches = (spec: FunctionSpec): boolean => (change.kind === 'fn' ? spec.fnId === change.id : spec.appId === change.id);
     for (const pool of this.pools.values()) if (matches(pool.spec)) pool.retireStale();
+    this.keeper.changed(matches);
   }
 
   snapshot(): AgentSnapshot {

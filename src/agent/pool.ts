@@ -343,7 +343,7 @@ export class SlotPool {
       await container.start(host.stopping);
       queue.exit('start', performance.now() - t0);
       container.markPrewarmed();
-      if (this.queue.stats().waiting > 0) this.offer(container);
+      if (this.queue.waitingCount > 0) this.offer(container);
       else this.offerIdle(container, keepMs);
     } catch (err) {
       // start() retired it; calls that came meanwhile get a container of their own.
@@ -376,12 +376,12 @@ export class SlotPool {
       void c.retire('changed', 'function changed');
       return;
     }
-    if (this.queue.stats().waiting > 0) {
+    if (this.queue.waitingCount > 0) {
       c.markIdle();
       this.queue.release(c);
       return;
     }
-    this.offerIdle(c, this.host.keeper.idle(this.spec, this.queue.stats().latency.start));
+    this.offerIdle(c, this.host.keeper.idle(this.spec, this.queue.latencyOf('start')));
   }
 
   /** Nobody waits: `c` idles for `keepMs`, or goes now when that is 0 (the policy expects no call soon). */

@@ -27,8 +27,8 @@ export interface KeeperHost {
 }
 
 export class Keeper {
-  /** Per fn: its pending pre-warm. */
-  private readonly timers = new Map<string, Timer>();
+  /** Per fn: its pending pre-warm, and the spec it would start. */
+  private readonly timers = new Map<string, { timer: Timer; spec: FunctionSpec }>();
   private closed = false;
 
   constructor(
@@ -64,7 +64,7 @@ export class Keeper {
         },
         Math.max(0, d.prewarmInMs - startMs),
       );
-      this.timers.set(spec.fnId, timer);
+      this.timers.set(spec.fnId, { timer, spec });
     }
     return Math.max(0, Math.min(d.keepMs, spec.idleTimeoutMs));
   }
@@ -72,8 +72,13 @@ export class Keeper {
   private cancel(fnId: string): void {
     const t = this.timers.get(fnId);
     if (!t) return;
-    t.clear();
+    t.timer.clear();
     this.timers.delete(fnId);
+  }
+
+  /** The fns `matches` picks changed or were deleted: their pending pre-warms (of the old definition) are dropped. */
+  changed(matches: (spec: FunctionSpec) => boolean): void {
+    for (const [fnId, t] of [...this.timers]) if (matches(t.spec)) this.cancel(fnId);
   }
 
   /** Pending pre-warms (for tests). */
@@ -84,7 +89,7 @@ export class Keeper {
   /** No more pre-warms: pending ones are dropped. Idempotent. */
   close(): void {
     this.closed = true;
-    for (const t of this.timers.values()) t.clear();
+    for (const t of this.timers.values()) t.timer.clear();
     this.timers.clear();
   }
 }
