@@ -105,5 +105,12 @@ describe('keep-alive policies (real containers, time scaled down ten times)', ()
     expect(rareSeen.slice(5).map((s) => s.idleAfter1s)).toEqual([0, 0, 0]);
     expect(rareSeen.slice(5, 7).map((s) => s.readyBeforeNext)).toEqual([1, 1]);
     expect(rareSeen.slice(6).map((s) => s.timings.prewarmed)).toEqual([true, true]);
+
+    // /metrics: the pre-warms used, and no pre-warm's start counted as a cold start.
+    const metrics = (await histogram.call('/metrics', { method: 'GET' })).text;
+    const value = (name: string, fnId: string, extra = ''): number => Number(new RegExp(`^${name}\\{app_id="[^"]+",fn_id="${fnId}"${extra}\\} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN);
+    expect(value('fnts_prewarm_total', b.id, ',result="used"')).toBe(onHistogram.filter((s) => s.timings.prewarmed).length);
+    expect(value('faas_coldstarts_total', b.id)).toBe(onHistogram.filter(cold).length);
+    expect(metrics).toMatch(/^fn_container_prewarmed_total\{/m);
   }, 120_000);
 });
