@@ -377,7 +377,7 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
         await until(() => agent.snapshot().queues.every((q) => q.starting === 0));
         clock.advance(800);
       }
-      return { driver, outcomes, prewarms, held };
+      return { driver, outcomes, prewarms, held, clock };
     }
 
     /** Six calls of `fn` 4.5 s apart on `clock`: the histogram policy then releases its container after a call and pre-warms one 3.6 s later. */
@@ -454,7 +454,7 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     });
 
     it('histogram: after a few calls the same fn is released after each call and pre-warmed before the next, which is warm', async () => {
-      const { outcomes, prewarms, held } = await rhythm('histogram', 10);
+      const { outcomes, prewarms, held, clock } = await rhythm('histogram', 10);
       const late = outcomes.slice(-3);
       expect(late.map((o) => o.timings.prewarmed)).toEqual([true, true, true]);
       expect(late.every((o) => o.timings.start_ms === undefined)).toBe(true);
@@ -462,6 +462,10 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
       expect(prewarms).not.toContain('wasted');
       // Released at once after each of those calls (memory given back): nothing idles until the pre-warm.
       expect(held.slice(-3)).toEqual([0, 0, 0]);
+      // The call the last pre-warm expected never comes: it goes when its stay is over, wasted.
+      clock.advance(2000);
+      await until(() => prewarms.includes('wasted'));
+      expect(prewarms.filter((r) => r === 'wasted')).toHaveLength(1);
     });
   });
 });
