@@ -13,8 +13,12 @@
  * scale is a container's start (about a second here), which the pre-warm's
  * margin (10% of the head, or the idle_timeout's placement) must cover.
  * The calls come on a fixed cadence: that is the workload, not a wait for
- * an event.
+ * an event. A last test restarts a full node on its database: what it
+ * learned is kept (migration 0010).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTestToken } from '../support/auth.js';
 import { probeImage } from '../support/functions.js';
@@ -113,4 +117,30 @@ describe('keep-alive policies (real containers, time scaled down ten times)', ()
     expect(value('faas_coldstarts_total', b.id)).toBe(onHistogram.filter(cold).length);
     expect(metrics).toMatch(/^fn_container_prewarmed_total\{/m);
   }, 120_000);
+
+  it('a full node restarted on the same database decides from what it learned before: the first call after the restart is followed by a pre-warm', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fnts-keepalive-'));
+    const env = { ...BIN, FNTS_KEEPALIVE_POLICY: 'histogram', FN_DB_URL: `sqlite3://${join(dir, 'fn.db')}` };
+    try {
+      const first = await startTestServer(env);
+      const app = await first.app();
+      const fn = await first.fn(app, probe, { idle_timeout: 3 });
+      // Learned: six calls 2.5 s apart (kept warm meanwhile by the fixed rule, its idle_timeout being 3 s).
+      await cadence(first, fn.id, 6, 2500);
+      await first.close();
+
+      const second = await startTestServer(env);
+      try {
+        const after = await cadence(second, fn.id, 2, 2500);
+        console.log('after the restart:', JSON.stringify(after));
+        // Unlearned, the first call's container would idle for 3 s; learned, it goes at once and one is pre-warmed for the next call.
+        expect(after[0]!.idleAfter1s).toBe(0);
+        expect(after[1]!.timings.prewarmed).toBe(true);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
