@@ -3,8 +3,9 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Three projects, `npm test` runs them all:
- * - unit: the logic, beside the code (src/**) and the static checks of the
- *   tree (test/static): no Docker, no build, seconds (`npm run test:unit`);
+ * - unit: the logic, beside the code (src/**), the static checks of the
+ *   tree (test/static) and the keep-alive simulator (bench/): no Docker, no
+ *   build, seconds (`npm run test:unit`);
  * - docker: one node against the real Docker engine and real function
  *   images (test/ but the fleet): the global setup builds dist/ and the images;
  * - fleet: several processes and roles (LB, runners, pool manager, Fn's own
@@ -25,7 +26,7 @@ export default defineConfig({
     setupFiles: ['test/setup/faults.ts', 'test/setup/children.ts'],
     projects: [
       // Unit files share their workers' module cache (isolate: false): a fresh fork per file cost more than the tests (39 s -> 27 s on 2 cores).
-      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/static/**/*.test.ts'], isolate: false } },
+      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/static/**/*.test.ts', 'bench/**/*.test.mts'], isolate: false } },
       {
         extends: true,
         test: {

@@ -42,6 +42,8 @@ function setup(functions: Record<string, FakeFunction>, config: Partial<AgentCon
     config: {
       freezeIdleMs: Infinity,
       ejectIdleMs: 1000,
+      keepAlivePolicy: 'fixed',
+      keepAliveBinMs: 60_000,
       hotPollMs: 50,
       hotStartTimeoutMs: 2000,
       maxResponseBytes: 0,
@@ -349,5 +351,121 @@ describe('Agent time and resources (fake driver, manual clock)', () => {
     expect(agent.roomIn(asking)).toBe(700);
     clock.advance(900);
     expect(agent.roomIn(asking)).toBe(0);
+  });
+
+  describe('keep-alive policies', () => {
+    /**
+     * A fn called every 4.5 s of the clock's time with idle_timeout 3 s,
+     * `calls` times; per call: whether it found a container already there,
+     * and whether that one was pre-warmed.
+     */
+    async function rhythm(policy: 'fixed' | 'histogram', calls: number) {
+      const clock = new ManualClock();
+      const { driver, agent, spec, call } = setup({ echo }, { keepAlivePolicy: policy, keepAliveBinMs: 1000 }, 4096, clock);
+      const outcomes: CallOutcome[] = [];
+      const prewarms: string[] = [];
+      /** Containers of the fn right after each call. */
+      const held: number[] = [];
+      agent.addListener({ onCallEnd: (_c, o) => void outcomes.push(o), onPrewarm: (_c, result) => void prewarms.push(result) });
+      const s = spec('echo', { idle_timeout: 3 });
+      for (let i = 0; i < calls; i++) {
+        await call(s);
+        await until(() => outcomes.length === i + 1);
+        held.push(agent.snapshot().containers);
+        // The pre-warm (if any) is due at 3.6 s: let its container start before the call at 4.5 s.
+        clock.advance(3700);
+        await until(() => agent.snapshot().queues.every((q) => q.starting === 0));
+        clock.advance(800);
+      }
+      return { driver, outcomes, prewarms, held, clock };
+    }
+
+    /** Six calls of `fn` 4.5 s apart on `clock`: the histogram policy then releases its container after a call and pre-warms one 3.6 s later. */
+    async function learn(call: (fn: CallFn) => Promise<CallResponse>, fn: CallFn, clock: ManualClock): Promise<void> {
+      for (let i = 0; i < 6; i++) {
+        await call(fn);
+        if (i < 5) clock.advance(4500);
+      }
+    }
+
+    it('a pre-warm takes only free memory: it evicts nothing, and is not made when there is no room', async () => {
+      const clock = new ManualClock();
+      const { driver, agent, spec, call } = setup({ echo, slow: sleepy(1) }, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000, ejectIdleMs: 0 }, 300, clock);
+      const a = spec('echo', { idle_timeout: 3, memory: 128 });
+      await learn(call, a, clock);
+      await until(() => agent.snapshot().containers === 0);
+      // Another fn's idle container holds 256 of the 300 MB when the pre-warm is due.
+      await call(spec('slow', { idle_timeout: 60, memory: 256 }));
+      clock.advance(3700);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(driver.live().map((c) => c.spec.image)).toEqual(['slow']);
+      expect(agent.snapshot().containers).toBe(1);
+    });
+
+    it('the evictor takes a pre-warmed container before one that served calls', async () => {
+      const clock = new ManualClock();
+      const { driver, agent, spec, call } = setup({ echo, slow: sleepy(1), other: sleepy(1) }, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000, ejectIdleMs: 0 }, 300, clock);
+      const a = spec('echo', { idle_timeout: 3, memory: 128 });
+      await learn(call, a, clock);
+      // An older idle container of another fn, then echo's pre-warm: 256 of 300 MB held.
+      await call(spec('slow', { idle_timeout: 60, memory: 128 }));
+      clock.advance(3700);
+      await until(() => agent.snapshot().containers === 2 && agent.snapshot().queues.every((q) => q.starting === 0));
+      // A third fn needs room for 128 MB: the pre-warmed one goes, though the other has idled longer.
+      await call(spec('other', { memory: 128 }));
+      expect(
+        driver
+          .live()
+          .map((c) => c.spec.image)
+          .sort(),
+      ).toEqual(['other', 'slow']);
+    });
+
+    it('a fn that changes drops its pending pre-warm (it would start the old definition)', async () => {
+      const clock = new ManualClock();
+      const { agent, spec, call, changes } = setup({ echo }, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000 }, 4096, clock);
+      const s = spec('echo', { idle_timeout: 3 });
+      await learn(call, s, clock);
+      expect(agent.keeper.pending).toBe(1);
+      changes.publish({ kind: 'fn', id: s.fnId, appId: s.appId });
+      expect(agent.keeper.pending).toBe(0);
+    });
+
+    it('a pre-warm that fails (the image is gone) fails no call and stops nothing', async () => {
+      const clock = new ManualClock();
+      const functions: Record<string, FakeFunction> = { echo, slow: sleepy(1) };
+      const { agent, spec, call } = setup(functions, { keepAlivePolicy: 'histogram', keepAliveBinMs: 1000 }, 4096, clock);
+      const prewarms: string[] = [];
+      agent.addListener({ onPrewarm: (_c, r) => void prewarms.push(r) });
+      await learn(call, spec('echo', { idle_timeout: 3 }), clock);
+      delete functions['echo'];
+      clock.advance(3700);
+      await until(() => agent.snapshot().queues.every((q) => q.starting === 0));
+      await new Promise((r) => setTimeout(r, 20));
+      expect(prewarms).toEqual([]);
+      expect(text(await call(spec('slow')))).toBe('done');
+    });
+
+    it('fixed: a fn called every 4.5 s with idle_timeout 3 s is cold on every call', async () => {
+      const { driver, outcomes, held } = await rhythm('fixed', 8);
+      expect(held.every((n) => n === 1)).toBe(true);
+      expect(driver.containers).toHaveLength(8);
+      expect(outcomes.every((o) => o.timings.start_ms !== undefined && !o.timings.prewarmed)).toBe(true);
+    });
+
+    it('histogram: after a few calls the same fn is released after each call and pre-warmed before the next, which is warm', async () => {
+      const { outcomes, prewarms, held, clock } = await rhythm('histogram', 10);
+      const late = outcomes.slice(-3);
+      expect(late.map((o) => o.timings.prewarmed)).toEqual([true, true, true]);
+      expect(late.every((o) => o.timings.start_ms === undefined)).toBe(true);
+      expect(prewarms.filter((r) => r === 'used').length).toBeGreaterThanOrEqual(3);
+      expect(prewarms).not.toContain('wasted');
+      // Released at once after each of those calls (memory given back): nothing idles until the pre-warm.
+      expect(held.slice(-3)).toEqual([0, 0, 0]);
+      // The call the last pre-warm expected never comes: it goes when its stay is over, wasted.
+      clock.advance(2000);
+      await until(() => prewarms.includes('wasted'));
+      expect(prewarms.filter((r) => r === 'wasted')).toHaveLength(1);
+    });
   });
 });

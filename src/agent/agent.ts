@@ -23,6 +23,9 @@ import { runColdCall } from './cold.js';
 import type { AgentConfig } from './settings.js';
 import { Evictor } from './evictor.js';
 import { runHotCall } from './hot-call.js';
+import { HistogramKeepAlive, keepAlivePolicy, type KeepAlivePolicy } from './keepalive.js';
+import { HistogramPersistence, type HistogramStore } from './keepalive-store.js';
+import { Keeper } from './prewarm.js';
 import type { HotContainer } from './hot.js';
 import type { CancelReason, Invoker, RunningCall } from '../call/index.js';
 import { plainSocketDirs, removeSocketTree, type SocketDirs } from './iofs.js';
@@ -54,6 +57,10 @@ export interface AgentOptions {
   readonly socketDirs?: SocketDirs;
   /** Where fns' secrets come from and how containers get them as files (secrets.ts); none: containers get no /run/secrets. */
   readonly secrets?: AgentSecrets;
+  /** The keep-alive policy (default: FNTS_KEEPALIVE_POLICY's, keepalive.ts). */
+  readonly keepAlive?: KeepAlivePolicy;
+  /** Where the histogram policy's histograms survive restarts (keepalive-store.ts); none: learned again after each. */
+  readonly histograms?: HistogramStore;
 }
 
 export interface AgentSnapshot {
@@ -137,6 +144,9 @@ export class Agent implements Invoker, PoolHost {
   /** Aborted by abort(): calls still running are cut. */
   private readonly cut = new AbortController();
   private readonly evictor: Evictor;
+  /** How long idle containers stay, and pre-warms (prewarm.ts). */
+  readonly keeper: Keeper;
+  private readonly histograms: HistogramPersistence | undefined;
   private readonly unsubscribe: () => void;
   private active = 0;
   /** Sync calls between execute and their end. */
@@ -167,6 +177,17 @@ export class Agent implements Invoker, PoolHost {
       take: (c) => this.pools.get(c.spec.key)?.queue.remove(c) ?? false,
     });
     this.unsubscribe = o.changes?.subscribe((change) => this.changed(change)) ?? (() => undefined);
+    const policy = o.keepAlive ?? keepAlivePolicy(o.config.keepAlivePolicy, { binMs: o.config.keepAliveBinMs });
+    this.keeper = new Keeper(policy, this);
+    if (policy instanceof HistogramKeepAlive && o.histograms) this.histograms = new HistogramPersistence(policy, o.histograms, this.clock, this.log);
+  }
+
+  /** Starts a container of `spec` ahead of demand (see SlotPool.prewarm); never rejects. */
+  async prewarm(spec: FunctionSpec, keepMs: number): Promise<void> {
+    if (this.closing) return;
+    let pool = this.pools.get(spec.key);
+    if (!pool) this.pools.set(spec.key, (pool = new SlotPool(spec, this)));
+    await pool.prewarm(keepMs).catch((err: unknown) => this.log.warn({ err, fn: spec.fnId }, 'pre-warm failed'));
   }
 
   get stopping(): AbortSignal {
@@ -187,6 +208,7 @@ export class Agent implements Invoker, PoolHost {
   async start(): Promise<void> {
     const { owner, instance, iofsPath: iofsRoot } = this.o.config;
     const isAlive = this.o.isInstanceAlive ?? instanceAlive;
+    await this.histograms?.start();
     await claimSocketFolder(iofsRoot, instance);
     const swept = await sweepSocketFolders(iofsRoot, instance, isAlive);
     if (swept.removed > 0) this.log.info({ removed: swept.removed }, 'removed socket folders left by earlier instances that died');
@@ -215,7 +237,7 @@ export class Agent implements Invoker, PoolHost {
   /** Adds a listener of every call (see CallListener's rules) and, if it listens to them, of containers' states. */
   addListener(listener: CallListener & ContainerListener): void {
     if (listener.onCallStart || listener.onCallExec || listener.onCallEnd || listener.onCallLog) this.listeners.push(listener);
-    if (listener.onContainerState || listener.onContainerRetired) this.containerListeners.push(listener);
+    if (listener.onContainerState || listener.onContainerRetired || listener.onPrewarm) this.containerListeners.push(listener);
   }
 
   /** A new container's (or launch's) states, told to the container listeners. */
@@ -360,6 +382,7 @@ export class Agent implements Invoker, PoolHost {
     if (change.kind === 'trigger' || change.kind === 'reset') return;
     const matches = (spec: FunctionSpec): boolean => (change.kind === 'fn' ? spec.fnId === change.id : spec.appId === change.id);
     for (const pool of this.pools.values()) if (matches(pool.spec)) pool.retireStale();
+    this.keeper.changed(matches);
   }
 
   snapshot(): AgentSnapshot {
@@ -393,6 +416,7 @@ export class Agent implements Invoker, PoolHost {
       this.stop.abort(shuttingDown());
       this.unsubscribe();
       this.evictor.close();
+      this.keeper.close();
       for (const pool of this.pools.values()) pool.close(serverBusy());
       if (this.active > 0) await new Promise<void>((resolve) => (this.drained = resolve));
       await Promise.all([...this.containers].map((c) => c.retire('shutdown', 'server shutting down')));
@@ -402,6 +426,7 @@ export class Agent implements Invoker, PoolHost {
       await this.driver
         .removeContainers({ [OWNER_LABEL]: this.config.owner, [INSTANCE_LABEL]: this.config.instance })
         .catch((err: unknown) => this.log.warn({ err }, "could not list this server's containers to remove them"));
+      await this.histograms?.close();
       await removeSocketTree(this.socketFolder).catch((err: unknown) => this.log.warn({ err, folder: this.socketFolder }, "could not remove this server's socket folder"));
       await this.driver.close();
     })();

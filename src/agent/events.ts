@@ -1,6 +1,8 @@
 /**
  * Container lifecycle events, for metrics: the states Fn counts (wait for
- * resources, start, idle, paused, busy) and why a container left service.
+ * resources, start, idle, paused, busy; and `prewarmed`: started ahead of
+ * demand, idle until a call takes it), why a container left service, and
+ * whether a pre-warmed container was used or wasted.
  *
  * Same rules as call listeners (trace.ts): called synchronously, cheap, and
  * never throwing; one that throws is logged and skipped.
@@ -17,7 +19,10 @@ import { tellEach } from '../models/index.js';
  */
 export type RetireReason = 'idle' | 'timed-out' | 'changed' | 'evicted' | 'failed' | 'shutdown';
 
-export type ContainerState = 'wait' | 'start' | 'idle' | 'paused' | 'busy';
+export type ContainerState = 'wait' | 'start' | 'idle' | 'paused' | 'busy' | 'prewarmed';
+
+/** A pre-warmed container served a call (`used`) or left service without one (`wasted`). */
+export type PrewarmResult = 'used' | 'wasted';
 
 /** Which container, and whose. */
 export interface ContainerRef {
@@ -35,6 +40,8 @@ export interface ContainerListener {
   onContainerState?(c: ContainerRef, from: ContainerState | undefined, to: ContainerState | undefined, ms: number): void;
   /** A container that started left service, for this reason. */
   onContainerRetired?(c: ContainerRef, reason: RetireReason): void;
+  /** A pre-warmed container was used by a call, or left service unused. */
+  onPrewarm?(c: ContainerRef, result: PrewarmResult): void;
 }
 
 /** One container's walk through its states, told to the listeners. */
@@ -66,6 +73,11 @@ export class ContainerStates {
     this.done = true;
     if (reason === undefined) return;
     tellEach(this.listeners, (l) => l.onContainerRetired?.(this.ref, reason), this.log, "a container listener's onContainerRetired");
+  }
+
+  /** Its pre-warm was used, or wasted. */
+  prewarm(result: PrewarmResult): void {
+    tellEach(this.listeners, (l) => l.onPrewarm?.(this.ref, result), this.log, "a container listener's onPrewarm");
   }
 
   private move(next: ContainerState | undefined): void {

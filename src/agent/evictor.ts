@@ -124,9 +124,13 @@ export class Evictor {
     return undefined;
   }
 
-  /** The idle containers that may be evicted, idle longest first (evicted in that order). */
+  /**
+   * The idle containers that may be evicted in the order they go:
+   * pre-warmed ones first (a guess, where the others served calls), then
+   * idle longest first.
+   */
   private leastRecentlyUsed(): HotContainer[] {
-    return [...this.o.candidates()].sort((a, b) => a.idleSince - b.idleSince);
+    return [...this.o.candidates()].sort((a, b) => Number(b.isPrewarmed) - Number(a.isPrewarmed) || a.idleSince - b.idleSince);
   }
 
   close(): void {

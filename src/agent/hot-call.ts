@@ -48,6 +48,8 @@ class HotCall {
   private abandoned = false;
   private response: CallResponse | undefined;
   private readonly spec: FunctionSpec;
+  /** The keep-alive policy has heard of the call's end (once, whichever way it ends). */
+  private told = false;
 
   constructor(
     private readonly pool: SlotPool,
@@ -67,6 +69,7 @@ class HotCall {
     const { pool, signal, trace } = this;
     let deadline = Date.now() + this.spec.timeoutMs;
     let container: HotContainer;
+    pool.callStarted();
     try {
       const idle = pool.queue.tryAcquire();
       if (idle) container = idle;
@@ -78,6 +81,7 @@ class HotCall {
         if (waited.overdue) deadline = Date.now() + this.spec.timeoutMs;
       }
     } catch (err) {
+      this.callEnded();
       trace.end(statusOf(err), err);
       pool.dropIfEmpty();
       throw err;
@@ -86,6 +90,7 @@ class HotCall {
     pool.queue.record('wait', trace.waited());
     if (signal.aborted) {
       // The caller left while the container was on its way.
+      this.callEnded();
       pool.offer(container);
       trace.end(statusOf(signal.reason), signal.reason);
       throw signal.reason;
@@ -127,6 +132,7 @@ class HotCall {
         trace.end(statusOf(signal.reason), signal.reason);
         throw signal.reason;
       }
+      if (container.takePrewarmed()) trace.prewarmed();
       trace.started(container.takeStartTimings(), (onStat, ms) => container.watchStats(onStat, ms), statsIntervalMs, container.startLink);
       this.exchange = container.exec(this.req, deadline, trace.log());
       this.phase = 'running';
@@ -224,6 +230,12 @@ class HotCall {
     }
   }
 
+  private callEnded(): void {
+    if (this.told) return;
+    this.told = true;
+    this.pool.callEnded();
+  }
+
   /** The function is done with the call: the container goes back to its pool, or leaves service after a failure. */
   private finish(err?: unknown): void {
     if (this.finished) return;
@@ -231,6 +243,7 @@ class HotCall {
     this.phase = 'done';
     this.timeout?.clear();
     const container = this.container!;
+    this.callEnded();
     container.endCall();
     this.trace.executed();
     this.pool.queue.exit('run', performance.now() - this.runStart);

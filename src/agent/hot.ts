@@ -8,7 +8,8 @@
  *       └─────fail───────┴──────┴──▶ retired (container removed, token and folder released)
  *
  * While idle it is frozen (paused) after FN_FREEZE_IDLE_MSECS, retired after
- * the fn's idle_timeout, and may be evicted by the agent when another
+ * the time the keep-alive policy gives it (at most the fn's idle_timeout:
+ * prewarm.ts), and may be evicted by the agent when another
  * function waits for memory. A container that exits, or whose call cannot be
  * trusted to have ended cleanly (timeout, broken exchange), is retired.
  * Every retirement names one of a few reasons (RetireReason): bounded
@@ -22,7 +23,7 @@ import type { Cookie, Driver, RunResult, Stat } from '../drivers/index.js';
 import { ApiError, E, FunctionError, tellEach } from '../models/index.js';
 import { Deadline, within } from '../time/index.js';
 import type { Clock, Timer } from './clock.js';
-import type { ContainerStates, RetireReason } from './events.js';
+import type { ContainerState, ContainerStates, RetireReason } from './events.js';
 
 export type { RetireReason } from './events.js';
 import type { SocketDirs } from './iofs.js';
@@ -91,6 +92,10 @@ export class HotContainer {
   state: HotState = 'starting';
   /** The clock's time when it last became idle. */
   idleSince = 0;
+  /** How long it may stay idle this time (the keep-alive policy's answer; at most the fn's idle_timeout). */
+  private keepMs = 0;
+  /** Started ahead of demand and not yet used by a call. */
+  private prewarmed = false;
   calls = 0;
   private cookie: Cookie | undefined;
   /** HTTP framing over the socket (http-stream) or over stdio (http). */
@@ -246,13 +251,43 @@ export class HotContainer {
     if (this.state !== 'retired') void this.retire('failed', `container exited: ${result.message ?? result.status}`);
   }
 
-  /** Marks the container idle: the freeze and idle-timeout clocks start. */
-  markIdle(): void {
+  /**
+   * Marks the container idle for at most `keepMs` (default and upper bound:
+   * the fn's idle_timeout): the freeze and idle-timeout clocks start.
+   */
+  markIdle(keepMs = this.spec.idleTimeoutMs): void {
     if (this.state === 'retired') return;
     this.state = 'idle';
-    this.o.states.to(this.frozen ? 'paused' : 'idle');
+    this.o.states.to(this.idleState());
     this.idleSince = this.o.clock.now();
+    this.keepMs = Math.min(keepMs, this.spec.idleTimeoutMs);
     this.arm();
+  }
+
+  /** What the metrics call it while idle. */
+  private idleState(): ContainerState {
+    return this.prewarmed ? 'prewarmed' : this.frozen ? 'paused' : 'idle';
+  }
+
+  /**
+   * It was started ahead of demand: until a call takes it (takePrewarmed)
+   * it is `prewarmed`, and the first call it serves waited for no start.
+   */
+  markPrewarmed(): void {
+    this.prewarmed = true;
+    this.startTimings = undefined;
+  }
+
+  get isPrewarmed(): boolean {
+    return this.prewarmed;
+  }
+
+  /** True once, for the call that takes it while it is pre-warmed (told as a pre-warm used). */
+  takePrewarmed(): boolean {
+    if (!this.prewarmed) return false;
+    this.prewarmed = false;
+    this.o.states.prewarm('used');
+    return true;
   }
 
   /**
@@ -263,7 +298,7 @@ export class HotContainer {
   private arm(): void {
     if (this.timer || this.state !== 'idle') return;
     const freezeAt = this.frozen || !Number.isFinite(this.o.freezeIdleMs) ? Infinity : this.idleSince + this.o.freezeIdleMs;
-    const expireAt = this.idleSince + this.spec.idleTimeoutMs;
+    const expireAt = this.idleSince + this.keepMs;
     const due = Math.min(freezeAt, expireAt);
     this.timer = this.o.clock.setTimeout(() => this.onTimer(), Math.max(0, due - this.o.clock.now()));
   }
@@ -272,7 +307,7 @@ export class HotContainer {
     this.timer = undefined;
     if (this.state !== 'idle') return;
     const idleFor = this.o.clock.now() - this.idleSince;
-    if (idleFor >= this.spec.idleTimeoutMs) {
+    if (idleFor >= this.keepMs) {
       this.o.onIdleTimeout(this);
       return;
     }
@@ -303,7 +338,7 @@ export class HotContainer {
   private freeze(): void {
     if (this.state !== 'idle' || this.frozen || !this.cookie) return;
     this.frozen = true;
-    this.o.states.to('paused');
+    this.o.states.to(this.idleState());
     const cookie = this.cookie;
     this.freezeOps = this.freezeOps
       .then(() => cookie.freeze())
@@ -313,7 +348,7 @@ export class HotContainer {
       .catch(() => {
         // A container that cannot be paused still works; remember it is not frozen.
         this.frozen = false;
-        if (this.state === 'idle') this.o.states.to('idle');
+        if (this.state === 'idle') this.o.states.to(this.idleState());
       });
   }
 
@@ -398,6 +433,10 @@ export class HotContainer {
    */
   retire(reason: RetireReason, detail: string = reason): Promise<void> {
     this.retiring ??= (async () => {
+      if (this.prewarmed) {
+        this.prewarmed = false;
+        this.o.states.prewarm('wasted');
+      }
       // Retired before it ever started (a failed start): not a retirement to count.
       this.o.states.end(this.o.states.current === 'start' ? undefined : reason);
       this.state = 'retired';

@@ -29,6 +29,7 @@ import { responseLimit } from './protocol/call.js';
 import { needsContainer, seedNeedsContainer, SlotQueue } from './slots.js';
 import type { FunctionSpec } from './spec.js';
 import type { CallSpans } from './spans.js';
+import type { Keeper } from './prewarm.js';
 
 export { serverBusy, shuttingDown } from '../call/index.js';
 import { serverBusy, shuttingDown } from '../call/index.js';
@@ -111,6 +112,8 @@ export interface PoolHost {
   tryReserve(req: ResourceRequest): ResourceToken | null;
   /** The calls' spans, when tracing is on: containers' starts become spans too. */
   readonly spans: CallSpans | undefined;
+  /** The keep-alive policy: how long idle containers stay, when to pre-warm. */
+  readonly keeper: Keeper;
 }
 
 export class SlotPool {
@@ -261,30 +264,7 @@ export class SlotPool {
 
       const t0 = performance.now();
       const launched = queue.launch();
-      const container: HotContainer = new HotContainer({
-        id,
-        spec,
-        states,
-        tokenMs,
-        driver: host.driver,
-        token,
-        dir: join(host.socketFolder, id),
-        dirs: host.socketDirs,
-        secrets: host.secrets,
-        secretsDir: secretsFolder(host.socketFolder, id),
-        labels: host.labels(spec),
-        output: new ContainerOutput(host.logger, host.clock, spec, id),
-        log: host.log,
-        clock: host.clock,
-        startTimeoutMs: host.config.hotStartTimeoutMs,
-        freezeIdleMs: host.config.freezeIdleMs,
-        responseLimit: responseLimit(host.config.maxResponseBytes),
-        spans: host.spans,
-        onRetired: (c, reason, detail) => this.onRetired(c, reason, detail),
-        onIdleTimeout: (c) => {
-          if (queue.remove(c)) void c.retire('idle', 'idle timeout');
-        },
-      });
+      const container = this.container(id, states, token, tokenMs);
       host.adopt(container);
       try {
         await container.start(host.stopping);
@@ -302,6 +282,75 @@ export class SlotPool {
       this.offer(container);
       launched();
       this.checkLaunch();
+    } finally {
+      host.leave();
+    }
+  }
+
+  /** A new container of this pool, holding `token`. */
+  private container(id: string, states: ContainerStates, token: ResourceToken, tokenMs: number): HotContainer {
+    const { spec, host, queue } = this;
+    return new HotContainer({
+      id,
+      spec,
+      states,
+      tokenMs,
+      driver: host.driver,
+      token,
+      dir: join(host.socketFolder, id),
+      dirs: host.socketDirs,
+      secrets: host.secrets,
+      secretsDir: secretsFolder(host.socketFolder, id),
+      labels: host.labels(spec),
+      output: new ContainerOutput(host.logger, host.clock, spec, id),
+      log: host.log,
+      clock: host.clock,
+      startTimeoutMs: host.config.hotStartTimeoutMs,
+      freezeIdleMs: host.config.freezeIdleMs,
+      responseLimit: responseLimit(host.config.maxResponseBytes),
+      spans: host.spans,
+      onRetired: (c, reason, detail) => this.onRetired(c, reason, detail),
+      onIdleTimeout: (c) => {
+        if (queue.remove(c)) void c.retire('idle', 'idle timeout');
+      },
+    });
+  }
+
+  /**
+   * Starts one container ahead of demand (the keep-alive policy expects a
+   * call), idle for at most `keepMs` once ready; nothing when the pool has
+   * a container or a call already (never more than one ahead of demand).
+   * Its memory comes only from what is free now: no waiting, no eviction.
+   * Never rejects: a pre-warm that cannot be is logged and dropped.
+   */
+  async prewarm(keepMs: number): Promise<void> {
+    const { spec, host, queue } = this;
+    const s = queue.stats();
+    if (host.closing || this.stale || s.idle + s.starting + s.running + s.waiting > 0) return this.dropIfEmpty();
+    const token = host.resources.tryReserve(spec.requests.sync);
+    if (!token) {
+      host.log.debug({ fn: spec.fnId }, 'no free memory to pre-warm a container');
+      return this.dropIfEmpty();
+    }
+    host.enter();
+    const id = newId().toLowerCase();
+    const states = host.containerStates(id, spec);
+    const container = this.container(id, states, token, 0);
+    host.adopt(container);
+    queue.enter('start');
+    const t0 = performance.now();
+    try {
+      await container.start(host.stopping);
+      queue.exit('start', performance.now() - t0);
+      container.markPrewarmed();
+      if (this.queue.waitingCount > 0) this.offer(container);
+      else this.offerIdle(container, keepMs);
+    } catch (err) {
+      // start() retired it; calls that came meanwhile get a container of their own.
+      queue.exit('start');
+      if (!host.closing) host.log.info({ fn: spec.fnId, err }, 'a pre-warm failed to start its container');
+      if (!host.closing && queue.stats().waiting > 0) this.checkLaunch();
+      this.dropIfEmpty();
     } finally {
       host.leave();
     }
@@ -327,8 +376,31 @@ export class SlotPool {
       void c.retire('changed', 'function changed');
       return;
     }
-    c.markIdle();
+    if (this.queue.waitingCount > 0) {
+      c.markIdle();
+      this.queue.release(c);
+      return;
+    }
+    this.offerIdle(c, this.host.keeper.idle(this.spec, this.queue.latencyOf('start')));
+  }
+
+  /** Nobody waits: `c` idles for `keepMs`, or goes now when that is 0 (the policy expects no call soon). */
+  private offerIdle(c: HotContainer, keepMs: number): void {
+    if (keepMs <= 0) {
+      void c.retire('idle', 'released: the keep-alive policy expects no call soon');
+      return;
+    }
+    c.markIdle(keepMs);
     this.queue.release(c);
+  }
+
+  /** A call of this pool's fn starts / ends (for the keep-alive policy). */
+  callStarted(): void {
+    this.host.keeper.callStarted(this.spec);
+  }
+
+  callEnded(): void {
+    this.host.keeper.callEnded(this.spec);
   }
 
   /** The fn changed: idle containers leave now, busy and starting ones once free. */

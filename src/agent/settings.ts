@@ -8,6 +8,8 @@ export type AgentConfig = Pick<
   AgentSettings,
   | 'freezeIdleMs'
   | 'ejectIdleMs'
+  | 'keepAlivePolicy'
+  | 'keepAliveBinMs'
   | 'hotPollMs'
   | 'hotStartTimeoutMs'
   | 'maxResponseBytes'

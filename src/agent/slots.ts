@@ -189,6 +189,16 @@ export class SlotQueue<T> {
     this.latency[state] = this.latency[state] === 0 ? latencyMs : (this.latency[state] + latencyMs) / 2;
   }
 
+  /** Calls waiting: stats().waiting, without building the rest (a check on every call's path). */
+  get waitingCount(): number {
+    return this.waiters.length;
+  }
+
+  /** One state's moving average (ms; 0 until measured): stats().latency[state] without a copy. */
+  latencyOf(state: SlotState): number {
+    return this.latency[state];
+  }
+
   stats(): SlotStats {
     const now = performance.now();
     return {

@@ -63,6 +63,7 @@ export class CallTrace {
   private startedAt: number | undefined;
   private execMs = 0;
   private startTimings: StartTimings | undefined;
+  private wasPrewarmed = false;
   private startLink: SpanContext | undefined;
   private readonly samples: Stat[] = [];
   private sampler: NodeJS.Timeout | undefined;
@@ -139,6 +140,11 @@ export class CallTrace {
    * The function starts working on the call: sampling begins (every
    * `intervalMs`, if anyone reads and the call lasts that long).
    */
+  /** The call runs on a container started ahead of demand (its record says `prewarmed`; it is not cold). */
+  prewarmed(): void {
+    this.wasPrewarmed = true;
+  }
+
   started(timings: StartTimings | undefined, watch: StatsWatch, intervalMs: number, link?: StartLink): void {
     this.startedAt = Date.now();
     // The call waited while its container started: its slot span links to that start.
@@ -215,7 +221,9 @@ export class CallTrace {
     const start = this.startTimings;
     const timings: CallTimings = start
       ? { wait_ms: Math.round(this.waitMs), exec_ms: Math.round(this.execMs), image_ms: start.image_ms, create_ms: start.create_ms, start_ms: start.start_ms }
-      : { wait_ms: Math.round(this.waitMs), exec_ms: Math.round(this.execMs) };
+      : this.wasPrewarmed
+        ? { wait_ms: Math.round(this.waitMs), exec_ms: Math.round(this.execMs), prewarmed: true }
+        : { wait_ms: Math.round(this.waitMs), exec_ms: Math.round(this.execMs) };
     const outcome: { -readonly [K in keyof CallOutcome]: CallOutcome[K] } = {
       id: this.call.id,
       status: callStatus(status),

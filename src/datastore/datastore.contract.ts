@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, E, newAppFromJson, newFnFromJson, newTriggerFromJson, type App, type ErrorDef, type Fn, type Trigger } from '../models/index.js';
 import type { Datastore } from './datastore.js';
+import type { SqlDatastore } from './sql/index.js';
 
 async function expectError(p: Promise<unknown>, d: ErrorDef): Promise<void> {
   const err = await p.then(
@@ -258,6 +259,23 @@ export function runDatastoreContract(name: string, makeStore: () => Promise<Data
         await ds.removeTrigger(t1.id);
         await expectError(ds.removeTrigger(t1.id), E.TriggerNotFound);
       });
+    });
+
+    it("keeps each fn's keep-alive histogram (SQL stores): replaced when written again, skipped for a fn that is gone, removed with its fn", async () => {
+      const store = (ds as Partial<Pick<SqlDatastore, 'keepAlive'>>).keepAlive;
+      if (!store) return;
+      const a = await app('ka');
+      const [f1, f2] = [await fn(a.id, 'f1'), await fn(a.id, 'f2')];
+      await store.saveHistograms([
+        { fnId: f1.id, data: '{"v":1}' },
+        { fnId: f2.id, data: '{"v":2}' },
+        { fnId: 'no-such-fn', data: '{}' },
+      ]);
+      await store.saveHistograms([{ fnId: f1.id, data: '{"v":3}' }]);
+      const byFn = async (): Promise<Record<string, string>> => Object.fromEntries((await store.loadHistograms()).map((r) => [r.fnId, r.data]));
+      expect(await byFn()).toEqual({ [f1.id]: '{"v":3}', [f2.id]: '{"v":2}' });
+      await ds.removeFn(f2.id);
+      expect(await byFn()).toEqual({ [f1.id]: '{"v":3}' });
     });
 
     it('rejects every call after close, and close is idempotent', async () => {

@@ -324,6 +324,12 @@ export interface CallTimings {
   readonly create_ms?: number;
   /** ... from start until the function was ready for calls. */
   readonly start_ms?: number;
+  /**
+   * The call ran on a container started ahead of demand by the keep-alive
+   * policy (FNTS_KEEPALIVE_POLICY=histogram): it waited for no start, so it
+   * has no image/create/start times (it was not cold).
+   */
+  readonly prewarmed?: true;
 }
 
 /**

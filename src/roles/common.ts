@@ -19,6 +19,7 @@ import {
   selfInstance,
   socketDirs,
   type AsyncWorkersOptions,
+  type HistogramStore,
   type SecretSource,
 } from '../agent/index.js';
 import { ensureAdminToken, TokenRegistry } from '../auth/index.js';
@@ -130,6 +131,8 @@ export async function startAgent(
   overrides: Partial<Config['agent']> = {},
   /** Where fns' secrets come from: containers get them as files (a role with the database); none: no /run/secrets. */
   secrets?: SecretSource,
+  /** Where the keep-alive histograms survive restarts (a role with the database); none: learned again after each. */
+  histograms?: HistogramStore,
 ): Promise<{ agent: Agent; network: FunctionNetwork }> {
   const a = { ...config.agent, ...overrides };
   const log = logger.child({ module: 'agent' });
@@ -156,6 +159,7 @@ export async function startAgent(
     ...(secrets ? { secrets: { source: secrets, folders: secretFolders(dirs.mode, a.iofsPath, log) } } : {}),
     ...(changes ? { changes } : {}),
     ...(tracing ? { spans: new CallSpans(tracing.recorder) } : {}),
+    ...(histograms ? { histograms } : {}),
   });
   if (metrics) {
     metrics.watchResources(agent.resources);

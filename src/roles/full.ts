@@ -23,7 +23,7 @@ export const full: Role = async (ctx, made) => {
   const changes = (made.changes = new Changes(logger));
   made.changeLink = await linkChanges(datastore, changes, logger.child({ module: 'changes' }));
   made.api = true;
-  const { agent, network } = await startAgent(ctx, changes, {}, secretSource(secrets));
+  const { agent, network } = await startAgent(ctx, changes, {}, secretSource(secrets), datastore.keepAlive);
   made.agent = made.invoker = agent;
   made.listening = () => network.start();
   const recorder = recorderFor(config, logger, datastore.calls);

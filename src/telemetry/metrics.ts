@@ -15,7 +15,7 @@
  * these names; test/deploy checks they exist.
  */
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
-import type { CallListener, ContainerListener, ContainerRef, ContainerState, ResourceTracker, RetireReason } from '../agent/index.js';
+import type { CallListener, ContainerListener, ContainerRef, ContainerState, PrewarmResult, ResourceTracker, RetireReason } from '../agent/index.js';
 import type { Call, CallFn, CallOutcome, CallStatus } from '../models/index.js';
 import type { Queue } from '../mq/index.js';
 import { CellHistogram, CellMetric, type Cell, type HistogramCell } from './series.js';
@@ -25,7 +25,7 @@ const FN = ['app_id', 'fn_id'] as const;
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 /** Milliseconds, as Fn's api_latency. */
 const API_LATENCY_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
-const STATES: readonly ContainerState[] = ['wait', 'start', 'idle', 'paused', 'busy'];
+const STATES: readonly ContainerState[] = ['wait', 'start', 'idle', 'paused', 'busy', 'prewarmed'];
 const STATUSES: readonly CallStatus[] = ['success', 'error', 'timeout', 'cancelled'];
 const DOCKER_STATS = ['cpu_user', 'cpu_total', 'cpu_kernel', 'mem_limit', 'mem_usage', 'disk_read', 'disk_write', 'net_rx', 'net_tx'] as const;
 
@@ -74,6 +74,7 @@ export class Metrics implements CallListener, ContainerListener {
   private readonly evictions = this.counter('fn_container_evictions', 'Idle containers evicted to make room for others', FN);
   private readonly retirements = this.counter('fnts_container_retirements_total', 'Containers that left service, by reason', [...FN, 'reason']);
   private readonly coldstarts = this.counter('faas_coldstarts_total', 'Containers started (each start is a cold start for the calls that wait on it)', FN);
+  private readonly prewarms = this.counter('fnts_prewarm_total', 'Containers the keep-alive policy started ahead of demand: used by a call, or wasted (left service unused)', [...FN, 'result']);
   private readonly init = this.histogram('faas_init_duration_seconds', 'Time from a container start to its function being ready', FN, DURATION_BUCKETS);
   private readonly invoke = this.histogram('faas_invoke_duration_seconds', 'Time the function worked on a call', [...FN, 'status'], DURATION_BUCKETS);
   private readonly wait = this.histogram('fnts_call_wait_duration_seconds', 'Time a call waited for a container', FN, DURATION_BUCKETS);
@@ -243,7 +244,8 @@ export class Metrics implements CallListener, ContainerListener {
       c.count[from].value--;
       this.containerTime[from].observe(c.time[from], ms / 1000);
       if (from === 'start' && to !== undefined) {
-        c.coldstarts.value++;
+        // A pre-warm's start is no call's cold start.
+        if (to !== 'prewarmed') c.coldstarts.value++;
         this.init.observe(c.init, ms / 1000);
       }
     }
@@ -253,6 +255,10 @@ export class Metrics implements CallListener, ContainerListener {
   onContainerRetired(ref: ContainerRef, reason: RetireReason): void {
     this.retirements.cell(ref.appId, ref.fnId, reason).value++;
     if (reason === 'evicted') this.evictions.cell(ref.appId, ref.fnId).value++;
+  }
+
+  onPrewarm(ref: ContainerRef, result: PrewarmResult): void {
+    this.prewarms.cell(ref.appId, ref.fnId, result).value++;
   }
 
   private containerCells(ref: ContainerRef): ContainerCells {

@@ -43,11 +43,13 @@ const PER_FN: Record<string, Kind> = {
   fn_container_idle_total: 'gauge',
   fn_container_paused_total: 'gauge',
   fn_container_busy_total: 'gauge',
+  fn_container_prewarmed_total: 'gauge',
   fn_container_wait_duration_seconds: 'histogram',
   fn_container_start_duration_seconds: 'histogram',
   fn_container_idle_duration_seconds: 'histogram',
   fn_container_paused_duration_seconds: 'histogram',
   fn_container_busy_duration_seconds: 'histogram',
+  fn_container_prewarmed_duration_seconds: 'histogram',
   fn_docker_stats_cpu_user: 'gauge',
   fn_docker_stats_cpu_total: 'gauge',
   fn_docker_stats_cpu_kernel: 'gauge',
@@ -62,6 +64,7 @@ const PER_FN: Record<string, Kind> = {
   faas_invoke_duration_seconds: 'histogram', // + status: success|error|timeout|cancelled
   fnts_call_wait_duration_seconds: 'histogram',
   fnts_container_retirements_total: 'counter', // + reason
+  fnts_prewarm_total: 'counter', // + result: used|wasted
   fnts_mq_retries_total: 'counter',
   fnts_mq_dead_letters_total: 'counter',
 };

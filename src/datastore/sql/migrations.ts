@@ -274,6 +274,22 @@ const m0009: Migration = {
   },
 };
 
+// Each fn's idle-time histogram for the keep-alive policy (issue 27,
+// keepalive.ts): one small document per fn, rewritten at most once a
+// minute, gone with its fn.
+const m0010: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await createTable(db, 'keepalive_histograms')
+      .addColumn('fn_id', str(db, 64), (c) => c.primaryKey().references('fns.id').onDelete('cascade'))
+      .addColumn('data', text(db), (c) => c.notNull())
+      .addColumn('updated_at', 'bigint', (c) => c.notNull())
+      .execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('keepalive_histograms').execute();
+  },
+};
+
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_fn_format': m0002,
@@ -284,4 +300,5 @@ export const migrations: Record<string, Migration> = {
   '0007_tokens': m0007,
   '0008_secrets': m0008,
   '0009_changes': m0009,
+  '0010_keepalive_histograms': m0010,
 };

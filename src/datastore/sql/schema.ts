@@ -128,6 +128,14 @@ export interface ChangesTable {
   at: number;
 }
 
+/** Each fn's keep-alive histogram (keepalive.ts): a HistogramSnapshot as JSON. */
+export interface KeepAliveHistogramsTable {
+  fn_id: string;
+  data: string;
+  /** When it was written (ms since the epoch). */
+  updated_at: number;
+}
+
 export interface Schema {
   apps: AppsTable;
   fns: FnsTable;
@@ -139,4 +147,5 @@ export interface Schema {
   tokens: TokensTable;
   secrets: SecretsTable;
   changes: ChangesTable;
+  keepalive_histograms: KeepAliveHistogramsTable;
 }

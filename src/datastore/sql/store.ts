@@ -13,6 +13,7 @@ import { DiskWatch } from '../storage.js';
 import { SqlCallStore, type BatchWriter } from './calls.js';
 import { migrations } from './migrations.js';
 import { SqlTokenStore } from './tokens.js';
+import { SqlKeepAliveStore } from './keepalive.js';
 import { limitOf, toPage } from './paging.js';
 import type { SqlKind } from './kinds.js';
 import type { DbLocation } from '../../config/index.js';
@@ -151,6 +152,8 @@ export class SqlDatastore implements Datastore {
   readonly calls: SqlCallStore;
   /** API tokens (their digests), in the same database. */
   readonly tokens: SqlTokenStore;
+  /** The keep-alive policy's histograms, in the same database. */
+  readonly keepAlive: SqlKeepAliveStore;
   /** Whether the database's disk has room (storage.ts): every write goes through it. */
   readonly disk: DiskWatch;
   /** A SQLite database's writer thread: its frequent writes (records, the embedded queue) go there. */
@@ -168,6 +171,7 @@ export class SqlDatastore implements Datastore {
       this.disk,
     );
     this.tokens = new SqlTokenStore(() => this.q, this.disk);
+    this.keepAlive = new SqlKeepAliveStore(() => this.q, this.disk);
   }
 
   /**
