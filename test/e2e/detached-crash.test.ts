@@ -151,6 +151,8 @@ describe('a server killed in the middle of a group commit of detached calls', ()
   it('runs every call it answered 202, and queues one call per idempotency key, however the kill cut the batches', async () => {
     const env = { FN_DB_URL: `sqlite3://${dbPath}` };
     let server = await startFnts(env);
+    // Listened for from the start: the kill may end the process before the clients are all done.
+    const killedExit = new Promise((r) => server.proc.once('exit', r));
     const post = async (path: string, body: unknown) => (await fetch(server.url + path, { method: 'POST', body: JSON.stringify(body), headers: bearer() })).json() as Promise<any>;
     const app = await post('/v2/apps', { name: 'groups' });
     const fn = await post('/v2/fns', { app_id: app.id, name: 'work', image: await probeImage() });
@@ -179,7 +181,7 @@ describe('a server killed in the middle of a group commit of detached calls', ()
       }
     };
     await Promise.all(Array.from({ length: 32 }, client));
-    await new Promise((r) => server.proc.once('exit', r));
+    await killedExit;
     const cut = next - before.size;
     server = await startFnts(env);
     try {
@@ -203,5 +205,5 @@ describe('a server killed in the middle of a group commit of detached calls', ()
     } finally {
       await server.stop();
     }
-  });
+  }, 120_000);
 });
