@@ -24,7 +24,7 @@
 import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
 import { DatabaseUnavailableError, kindOf, StorageFullError, type SqlKind, type SqlSchema } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
-import { BODY_CHUNK_BYTES, ORPHAN_BODY_MS } from './sqlite-program.js';
+import { bodyChunks, ORPHAN_BODY_MS } from './sqlite-program.js';
 
 /** Ids per `IN (...)` list: well under every database's limit on bound parameters. */
 const IDS_PER_QUERY = 500;
@@ -115,11 +115,7 @@ export class SqlQueue implements Queue {
           ids.push(item.id);
           fresh.push(item);
         }
-        const chunks = fresh.flatMap((item) => {
-          const rows = [];
-          for (let off = 0, seq = 0; off < item.body.length; off += BODY_CHUNK_BYTES, seq++) rows.push({ id: item.id, seq, chunk: item.body.subarray(off, off + BODY_CHUNK_BYTES), created_at: at });
-          return rows;
-        });
+        const chunks = fresh.flatMap((item) => bodyChunks(item.body).map((c) => ({ id: item.id, ...c, created_at: at })));
         // Statements of at most ROWS_PER_INSERT rows and about GROUP_BYTES.
         for (let i = 0; i < chunks.length;) {
           let bytes = 0;

@@ -37,7 +37,15 @@ export interface LeasedRow {
   readonly body: Uint8Array;
 }
 
-const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+/** A Buffer over a Uint8Array's bytes (what a Buffer becomes when it crosses threads), not a copy. */
+export const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+/** A body as the rows it is stored in (every SQL queue): its BODY_CHUNK_BYTES pieces, views of it, with their numbers. */
+export function bodyChunks(body: Buffer): Array<{ seq: number; chunk: Buffer }> {
+  const chunks = [];
+  for (let off = 0, seq = 0; off < body.length; off += BODY_CHUNK_BYTES, seq++) chunks.push({ seq, chunk: body.subarray(off, off + BODY_CHUNK_BYTES) });
+  return chunks;
+}
 
 export function queueProgram(db: BetterSqlite3.Database): SqliteProgram {
   const keyOf = db.prepare<[string, string], { call_id: string; created_at: number }>('SELECT call_id, created_at FROM mq_keys WHERE fn_id = ? AND key = ?');
@@ -91,7 +99,7 @@ export function queueProgram(db: BetterSqlite3.Database): SqliteProgram {
         putKey.run(item.fnId, key, item.id, at);
       }
       const body = asBuffer(item.body);
-      for (let off = 0, seq = 0; off < body.length; off += BODY_CHUNK_BYTES, seq++) putChunk.run(item.id, seq, body.subarray(off, off + BODY_CHUNK_BYTES), at);
+      for (const { seq, chunk } of bodyChunks(body)) putChunk.run(item.id, seq, chunk, at);
       putItem.run({ id: item.id, fn_id: item.fnId, call_json: item.callJson, body_bytes: body.length, max_attempts: item.maxAttempts, at });
       return item.id;
     },

@@ -19,13 +19,10 @@
  */
 import type { SqliteThread } from '../datastore/index.js';
 import type { Queue, QueuedCall } from './queue.js';
-import type { LeasedRow } from './sqlite-program.js';
+import { asBuffer, queueProgram, type LeasedRow } from './sqlite-program.js';
 
 /** How the thread finds the queue's statements. */
 const PROGRAM = { name: 'mq', module: new URL('./sqlite-program.js', import.meta.url).href, exported: 'queueProgram' } as const;
-
-/** A Buffer over a Uint8Array's bytes (what a Buffer becomes when it crosses threads), not a copy. */
-const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
 /** The ArrayBuffer of a body that owns it whole: handed to the thread instead of copied. */
 function ownedBuffer(body: Buffer): ArrayBuffer[] {
@@ -41,7 +38,7 @@ export class SqliteQueue implements Queue {
     private readonly now: () => number = Date.now,
   ) {
     // The program's module is imported by the thread itself; the same factory serves an in-memory database.
-    this.loaded = import('./sqlite-program.js').then(({ queueProgram }) => thread.load({ ...PROGRAM, make: queueProgram }));
+    this.loaded = thread.load({ ...PROGRAM, make: queueProgram });
     // Failing to load shows in every op's answer; not here.
     this.loaded.catch(() => undefined);
   }
