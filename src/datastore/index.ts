@@ -17,4 +17,4 @@ export { DATABASE_DISK_FULL, DATABASE_UNAVAILABLE, DatabaseUnavailableError, Dis
 export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, kindOf, openSqlDatastore, openSqlite, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore, SqlSecretStore, UnsupportedDatabaseError } from './sql/index.js';
 export type { ChangeLink, ProgramSource, Schema as SqlSchema, SqliteProgram, SqliteThread, SqlKind } from './sql/index.js';
-export { linkChanges } from './sql/index.js';
+export { linkChanges, ownedArrayBuffer } from './sql/index.js';

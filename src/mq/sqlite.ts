@@ -17,18 +17,12 @@
  * servers sharing the file never lease one item twice (a batch holds the
  * write lock from its start).
  */
-import type { SqliteThread } from '../datastore/index.js';
+import { ownedArrayBuffer, type SqliteThread } from '../datastore/index.js';
 import type { Queue, QueuedCall } from './queue.js';
 import { asBuffer, queueProgram, type LeasedRow } from './sqlite-program.js';
 
 /** How the thread finds the queue's statements. */
 const PROGRAM = { name: 'mq', module: new URL('./sqlite-program.js', import.meta.url).href, exported: 'queueProgram' } as const;
-
-/** The ArrayBuffer of a body that owns it whole: handed to the thread instead of copied. */
-function ownedBuffer(body: Buffer): ArrayBuffer[] {
-  const b = body.buffer;
-  return b instanceof ArrayBuffer && body.byteOffset === 0 && body.byteLength === b.byteLength && body.byteLength > 0 ? [b] : [];
-}
 
 export class SqliteQueue implements Queue {
   private readonly loaded: Promise<void>;
@@ -54,7 +48,11 @@ export class SqliteQueue implements Queue {
    */
   async enqueue(item: Omit<QueuedCall, 'attempts' | 'redeliveries'>, key?: string): Promise<string> {
     const { id, fnId, callJson, body, maxAttempts } = item;
-    return this.op<string>('enqueue', [{ id, fnId, callJson, body, maxAttempts }, key ?? null, this.now()], ownedBuffer(body));
+    return this.op<string>(
+      'enqueue',
+      [{ id, fnId, callJson, body, maxAttempts }, key ?? null, this.now()],
+      [ownedArrayBuffer(body)].filter((b) => b !== undefined),
+    );
   }
 
   async redrive(fnId: string, id: string): Promise<boolean> {

@@ -7,3 +7,4 @@ export type { Schema } from './schema.js';
 export { linkChanges, POLL_MS } from './change-feed.js';
 export type { ChangeLink } from './change-feed.js';
 export type { ProgramSource, SqliteProgram, SqliteThread } from './sqlite-thread.js';
+export { ownedArrayBuffer } from './sqlite-thread.js';

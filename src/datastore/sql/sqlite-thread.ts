@@ -135,11 +135,17 @@ export function runBatch(db: BetterSqlite3.Database, programs: ReadonlyMap<strin
   return results;
 }
 
+/** The memory of `bytes` when it is all of an ArrayBuffer (then it can be handed to the thread rather than copied); else undefined. */
+export function ownedArrayBuffer(bytes: Uint8Array): ArrayBuffer | undefined {
+  const b = bytes.buffer;
+  return b instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === b.byteLength && b.byteLength > 0 ? b : undefined;
+}
+
 /** ArrayBuffers that `value`'s Buffers (to `depth` levels of arrays and objects) own whole. */
 function collectOwned(value: unknown, into: ArrayBuffer[], depth: number): void {
   if (value instanceof Uint8Array) {
-    const b = value.buffer;
-    if (b instanceof ArrayBuffer && value.byteOffset === 0 && value.byteLength === b.byteLength && !into.includes(b)) into.push(b);
+    const b = ownedArrayBuffer(value);
+    if (b && !into.includes(b)) into.push(b);
     return;
   }
   if (depth === 0 || value === null || typeof value !== 'object') return;
