@@ -21,50 +21,17 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { TEST_ADMIN_TOKEN, bearer } from '../test/support/auth.js';
+import { TEST_ADMIN_TOKEN } from '../test/support/auth.js';
 import { CHROMIUM, launchChromium } from '../test/support/browser.js';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts } from '../test/support/process.js';
-import { cannon, cpuOf, fmt, json, median, type Figures } from './measure.mjs';
+import { cannon, consoleStream as stream, cpuOf, fmt, json, median, type Figures } from './measure.mjs';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
 const ROUNDS = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
 const IDLE_SECONDS = Number(process.env['BENCH_IDLE_SECONDS'] ?? 10);
 const IDLE_ROUNDS = Number(process.env['BENCH_IDLE_ROUNDS'] ?? 4);
 const say = (line: string): boolean => process.stdout.write(line + '\n');
-
-/** A script reading the live stream until stopped; resolves once the first event came. */
-async function stream(url: string): Promise<{ stop: () => void; events: () => number }> {
-  const abort = new AbortController();
-  const res = await fetch(`${url}/v2/console/stream`, { headers: bearer(), signal: abort.signal });
-  if (!res.ok || !res.body) throw new Error(`the stream answered ${res.status}`);
-  let events = 0;
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  const first = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      events += decoder.decode(value).split('\n\n').length - 1;
-      if (events > 0) return;
-    }
-  })();
-  await first;
-  const rest = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      events += decoder.decode(value).split('\n\n').length - 1;
-    }
-  })().catch(() => undefined);
-  return {
-    stop: () => {
-      abort.abort();
-      void rest;
-    },
-    events: () => events,
-  };
-}
 
 async function main(): Promise<void> {
   process.stderr.write('bench: building the hello image...\n');

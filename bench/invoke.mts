@@ -8,7 +8,7 @@
  * machine's drift hits both alike (records and metrics on: the defaults).
  *
  *   npm run bench                  (BENCH_SECONDS=10 per measurement by default;
- *                                   BENCH_ONLY=throughput,records,metrics,tracing,auth picks parts)
+ *                                   BENCH_ONLY=throughput,records,console,keepalive,metrics,tracing,auth picks parts)
  *
  * Prints: throughput and latency at 1 and 16 connections, through fnts and
  * direct, with ratios; how many containers each launch policy started at 16
@@ -23,12 +23,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
-import { cannon, fmt, json, median, procStat, type Figures } from './measure.mjs';
+import { cannon, consoleStream, fmt, json, median, procStat, type Figures } from './measure.mjs';
 import { bearer } from '../test/support/auth.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const BODY = JSON.stringify({ name: 'bench' });
-/** BENCH_ONLY=records,metrics,tracing,auth runs only those same-run comparisons (default: everything). */
+/** BENCH_ONLY=records,console,keepalive,metrics,tracing,auth runs only those same-run comparisons (default: everything). */
 const ONLY = new Set((process.env['BENCH_ONLY'] ?? '').split(',').filter(Boolean));
 const wanted = (part: string): boolean => ONLY.size === 0 || ONLY.has(part);
 
@@ -130,11 +130,20 @@ interface AbResult {
  * fn, measured at 1 connection in turns (on, off, on, off, ...), so that
  * the machine's drift between rounds hits both alike; medians are reported.
  */
-async function abAtOneConnection(image: string, onEnv: Record<string, string>, offEnv: Record<string, string>, what: string, target: 'invoke' | 'management' = 'invoke'): Promise<AbResult> {
+async function abAtOneConnection(
+  image: string,
+  onEnv: Record<string, string>,
+  offEnv: Record<string, string>,
+  what: string,
+  target: 'invoke' | 'management' = 'invoke',
+  /** Done to the "on" server once it is up, for all its rounds (e.g. open a console); answers how to undo it. */
+  alongside?: (serverUrl: string) => Promise<() => void>,
+): Promise<AbResult> {
   const rounds = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
   const seconds = Math.max(3, Math.round(SECONDS / 2));
   const dirs: string[] = [];
   const servers: Array<{ fnts: FntsProcess; url: string }> = [];
+  let undo: (() => void) | undefined;
   try {
     for (const env of [onEnv, offEnv]) {
       const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
@@ -146,6 +155,7 @@ async function abAtOneConnection(image: string, onEnv: Record<string, string>, o
       servers.push({ fnts, url: target === 'invoke' ? `${fnts.url}/invoke/${fn.id}` : `${fnts.url}/v2/apps/${app.id}` });
     }
     const how = target === 'invoke' ? {} : { method: 'GET' as const, headers: bearer() };
+    undo = await alongside?.(servers[0]!.fnts.url);
     process.stderr.write(`bench: ${what} on and off, 1 connection, ${rounds} rounds of ${seconds} s each in turns...\n`);
     for (const s of servers) await load({ url: s.url, connections: 1, seconds: 3, ...how });
     const sides = servers.map(() => ({ rps: [] as number[], cpuUs: [] as number[], lowUs: [] as number[] }));
@@ -166,6 +176,7 @@ async function abAtOneConnection(image: string, onEnv: Record<string, string>, o
     const perRound = sides[0]!.rps.map((on, r) => (100 * (sides[1]!.rps[r]! - on)) / sides[1]!.rps[r]!);
     return { on: side(0), off: side(1), costPct: median(perRound), perRound, rounds };
   } finally {
+    undo?.();
     for (const s of servers) await s.fnts.stop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }
@@ -252,6 +263,15 @@ async function main(): Promise<void> {
 
   // ---- what keeping call records costs: servers with records on and off, measured in turns
   const records = wanted('records') ? await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'on' }, { FNTS_CALL_RECORDS: 'off' }, 'call records') : undefined;
+  // ---- what an open console costs: two live streams read on one server, none on the other
+  const consoleOpen = wanted('console')
+    ? await abAtOneConnection(image, {}, {}, 'the console (two live streams open)', 'invoke', async (url) => {
+        const streams = [await consoleStream(url), await consoleStream(url)];
+        return () => streams.forEach((s) => s.stop());
+      })
+    : undefined;
+  // ---- what the histogram keep-alive policy (the default) costs the hot path, against Fn's fixed rule
+  const keepAlive = wanted('keepalive') ? await abAtOneConnection(image, { FNTS_KEEPALIVE_POLICY: 'histogram' }, { FNTS_KEEPALIVE_POLICY: 'fixed' }, 'the histogram keep-alive policy') : undefined;
   // ---- what API tokens cost: auth on (the default) against FNTS_AUTH=off, on invoke (a public fn) and on a management call
   const authInvoke = wanted('auth') ? await abAtOneConnection(image, {}, { FNTS_AUTH: 'off' }, 'API tokens, invoke') : undefined;
   const authManagement = wanted('auth') ? await abAtOneConnection(image, {}, { FNTS_AUTH: 'off' }, 'API tokens, GET /v2/apps/{id}', 'management') : undefined;
@@ -304,6 +324,8 @@ async function main(): Promise<void> {
   };
   ab('call records', records, ', goal <= 5%');
   ab('metrics alone', metricsOnly);
+  ab('the console, two live streams open', consoleOpen, ', goal <= 2%');
+  ab('the histogram keep-alive policy (against fixed)', keepAlive, ', goal: within noise');
   ab('API tokens on invoke', authInvoke, ', goal <= 2%');
   ab('API tokens on management calls', authManagement, ', goal <= 10%');
   ab('metrics and tracing, every call traced', metrics, ', goal <= 5%');

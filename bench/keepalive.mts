@@ -7,7 +7,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { FixedKeepAlive } from '../src/agent/keepalive.js';
-import { adversarialTraces, azureLikeTrace, percentile, simulate, standardRuns, table, type Summary } from './keepalive-sim.mjs';
+import { adversarialTraces, azureLikeTrace, defaultRuns, percentile, simulate, standardRuns, table, type Summary } from './keepalive-sim.mjs';
 
 const seed = Number(process.env.KEEPALIVE_SEED ?? 27);
 const count = Number(process.env.KEEPALIVE_FNS ?? 1000);
@@ -19,6 +19,10 @@ const runs = standardRuns();
 const summaries = runs.map((r) => simulate(trace, r));
 console.log(`## An Azure-like day: ${count} functions, seed ${seed}, ${summaries[0]!.calls} calls\n`);
 console.log(table(summaries));
+
+// What changes for a fn nobody tuned: Fn's idle_timeout of 30 s, each policy.
+console.log("\n## Every fn at Fn's default idle_timeout (30 s)\n");
+console.log(table(defaultRuns().map((r) => simulate(trace, r))));
 
 // Fixed keep-alives from 30 s to an hour: the trade-off curve the histogram is measured against.
 const sweepMinutes = [0.5, 1, 2, 5, 10, 20, 30, 60];

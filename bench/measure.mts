@@ -1,11 +1,12 @@
 /**
  * What the benchmarks share: a load run with autocannon (throughput,
  * latency, the servers' CPU per answered call), CPU readings from /proc, a
- * JSON request, and the summaries they print.
+ * JSON request, a reader of the console's live stream, and the summaries
+ * they print.
  */
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
-import { withTestToken } from '../test/support/auth.js';
+import { bearer, withTestToken } from '../test/support/auth.js';
 
 /** What one load run measured; autocannon's latencies are whole milliseconds. */
 export interface Figures {
@@ -93,3 +94,36 @@ export function median(xs: readonly number[]): number {
 }
 
 export const fmt = (n: number, d = 0): string => n.toFixed(d);
+
+/** A script reading the console's live stream (admin token) until stopped; resolves once the first event came. */
+export async function consoleStream(url: string): Promise<{ stop: () => void; events: () => number }> {
+  const abort = new AbortController();
+  const res = await fetch(`${url}/v2/console/stream`, { headers: bearer(), signal: abort.signal });
+  if (!res.ok || !res.body) throw new Error(`the stream answered ${res.status}`);
+  let events = 0;
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  const first = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      events += decoder.decode(value).split('\n\n').length - 1;
+      if (events > 0) return;
+    }
+  })();
+  await first;
+  const rest = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      events += decoder.decode(value).split('\n\n').length - 1;
+    }
+  })().catch(() => undefined);
+  return {
+    stop: () => {
+      abort.abort();
+      void rest;
+    },
+    events: () => events,
+  };
+}

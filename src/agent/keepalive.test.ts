@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BINS, FixedKeepAlive, HistogramKeepAlive, IdleHistogram, MAX_FNS, MIN_SAMPLES } from './keepalive.js';
+import { compileConfig } from '../config/config.js';
+import { binsFor, DEFAULT_BIN_MS, FixedKeepAlive, HistogramKeepAlive, IdleHistogram, MAX_FNS, MIN_SAMPLES } from './keepalive.js';
 
 const MIN = 60_000;
 
@@ -96,7 +97,7 @@ describe('HistogramKeepAlive', () => {
     const end = play(
       p,
       'f',
-      Array.from({ length: BINS }, (_, i) => i * MIN + 1000),
+      Array.from({ length: binsFor(MIN) }, (_, i) => i * MIN + 1000),
     );
     expect(p.histogram('f')!.cv()).toBeLessThan(2);
     expect(p.decide('f', 30_000, end).basis).toBe('fixed');
@@ -157,9 +158,66 @@ describe('HistogramKeepAlive', () => {
     q.callEnded('f', 100);
     expect(q.decide('f', 3_600_000, 100).prewarmInMs).toBeCloseTo(20 * MIN * 0.9 - 0);
     expect(IdleHistogram.restore(snap, 1000)).toBeUndefined();
-    expect(IdleHistogram.restore({ ...(snap as object), counts: [1, 2] }, MIN)).toBeUndefined();
+    expect(IdleHistogram.restore({ ...(snap as object), bins: 100 }, MIN)).toBeUndefined();
     expect(IdleHistogram.restore({ ...(snap as object), outOfBounds: -1 }, MIN)).toBeUndefined();
-    expect(IdleHistogram.restore({ ...(snap as object), counts: Array(BINS).fill('x') }, MIN)).toBeUndefined();
+    expect(IdleHistogram.restore({ ...(snap as object), entries: [[3, 'x']] }, MIN)).toBeUndefined();
+    expect(IdleHistogram.restore({ ...(snap as object), entries: [[240, 1]] }, MIN)).toBeUndefined();
+    expect(
+      IdleHistogram.restore(
+        {
+          ...(snap as object),
+          entries: [
+            [5, 1],
+            [3, 1],
+          ],
+        },
+        MIN,
+      ),
+    ).toBeUndefined();
+    expect(IdleHistogram.restore({ ...(snap as object), entries: [[1.5, 1]] }, MIN)).toBeUndefined();
+    expect(IdleHistogram.restore({ ...(snap as object), entries: undefined, counts: Array(binsFor(MIN)).fill('x') }, MIN)).toBeUndefined();
     expect(IdleHistogram.restore(null, MIN)).toBeUndefined();
+  });
+
+  it('reads a histogram stored the first way (a count for every bin)', () => {
+    const counts = Array<number>(binsFor(MIN)).fill(0);
+    counts[20] = 10;
+    const p = new HistogramKeepAlive({ binMs: MIN });
+    expect(p.load('f', { binMs: MIN, counts, outOfBounds: 0, recent: [] })).toBe(true);
+    p.callStarted('f', 0);
+    p.callEnded('f', 100);
+    expect(p.decide('f', 3_600_000, 100).prewarmInMs).toBeCloseTo(20 * MIN * 0.9);
+  });
+
+  it('at the default 10 s bins, a fn called every 45 s with idle_timeout 30 s is pre-warmed before its next call', () => {
+    const p = new HistogramKeepAlive({ binMs: DEFAULT_BIN_MS });
+    const end = play(p, 'f', Array<number>(10).fill(45_000));
+    const d = p.decide('f', 30_000, end);
+    // Every idle time in the 40-50 s bin: released at once, ready from 36 s to 55 s.
+    expect(d).toMatchObject({ keepMs: 0, basis: 'histogram' });
+    expect(d.prewarmInMs).toBeCloseTo(36_000);
+    expect(d.prewarmInMs! + d.prewarmKeepMs).toBeCloseTo(55_000);
+    expect(d.prewarmKeepMs).toBeLessThanOrEqual(30_000);
+  });
+
+  it('share(from, to) counts whole bins inside and the parts of the end bins in proportion', () => {
+    const h = new IdleHistogram(1000);
+    for (const idle of [500, 1500, 1600, 7200, 7300, 7400, 7500]) h.add(idle);
+    // Bins 0 (1), 1 (2), 7 (4) of 7 idle times.
+    expect(h.share(0, 2000)).toBeCloseTo(3 / 7);
+    expect(h.share(500, 1500)).toBeCloseTo((0.5 + 2 * 0.5) / 7);
+    expect(h.share(7250, 7750)).toBeCloseTo((4 * 0.5) / 7);
+    expect(h.share(2000, 7000)).toBe(0);
+    expect(h.share(0, 1e9)).toBeCloseTo(1);
+    expect(h.share(5000, 5000)).toBe(0);
+  });
+
+  it('keeps only the bins that hold counts, and covers 4 hours at the default', () => {
+    expect(compileConfig({}).agent.keepAliveBinMs).toBe(DEFAULT_BIN_MS);
+    expect(compileConfig({}).agent.keepAlivePolicy).toBe('histogram');
+    expect(binsFor(DEFAULT_BIN_MS) * DEFAULT_BIN_MS).toBe(4 * 3_600_000);
+    const p = new HistogramKeepAlive({ binMs: DEFAULT_BIN_MS });
+    play(p, 'f', Array<number>(50).fill(45_000));
+    expect(p.histogram('f')!.snapshot().entries).toEqual([[4, 50]]);
   });
 });

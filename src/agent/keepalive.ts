@@ -7,8 +7,9 @@
  * - `histogram`: the per-function idle-time histogram of "Serverless in the
  *   Wild" (Shahrad et al., USENIX ATC 2020). Each idle time (the gap
  *   between the end of a fn's last call and the start of its next, while
- *   none of its calls runs) lands in one of 240 bins (1 minute each by
- *   default: 4 hours). After a call:
+ *   none of its calls runs) lands in one of 1440 bins (10 s each by
+ *   default: 4 hours; the paper's were a minute, too coarse to pre-warm
+ *   before a call that comes 45 s after the last). After a call:
  *
  *       call ends                 head × 0.9              tail × 1.1
  *   ───────┼──── released (no memory) ────┼── pre-warmed, idle ──┼── gone
@@ -23,13 +24,15 @@
  *   that it holds less than half of the idle times, the pre-warm is not
  *   worth its start: the fixed rule again.
  *
- *   Fallbacks: a histogram with few samples, or whose bin counts vary
- *   little (coefficient of variation below 2: no clear rhythm), gives the
+ *   Fallbacks: a histogram with few samples, or whose counts, read a
+ *   minute at a time as in the paper (CV_GROUP bins), vary little
+ *   (coefficient of variation below 2: no clear rhythm), gives the
  *   fixed rule; a fn whose idle times mostly exceed the histogram's range
  *   gets a forecast instead: the mean of its last few such idle times,
  *   pre-warmed at 85% of it and kept to 115%.
  *
- * Memory is bounded: each fn's histogram is a fixed array, old counts are
+ * Memory is bounded: each fn's histogram holds only its bins with counts
+ * (at most MAX_BINS; a fn with a rhythm has a handful), old counts are
  * halved once a fn has many (so a drifting rhythm is followed), and the
  * policy remembers at most MAX_FNS fns (the least recently called go).
  * Decisions are a few array reads (the windows are worked out when an idle
@@ -65,8 +68,19 @@ export interface KeepAlivePolicy {
 
 export type KeepAlivePolicyName = 'fixed' | 'histogram';
 
-/** The histogram's shape: FNTS_KEEPALIVE_BIN_MSECS per bin, BINS bins. */
-export const BINS = 240;
+/** The range the histogram covers (the paper's 4 hours); idle times beyond it are "out of bounds". */
+export const RANGE_MS = 4 * 3_600_000;
+/** The most bins a histogram has (4 hours of 10 s bins); narrower bins cover a shorter range. */
+export const MAX_BINS = 1440;
+/** FNTS_KEEPALIVE_BIN_MSECS's default: 10 s, fine enough that a 45 s rhythm gets a pre-warm before it. */
+export const DEFAULT_BIN_MS = 10_000;
+/** The rhythm test (coefficient of variation) reads the counts in groups of this many bins: a minute at the default, the paper's resolution. */
+export const CV_GROUP = 6;
+
+/** How many bins a histogram of `binMs` bins has. */
+export function binsFor(binMs: number): number {
+  return Math.max(1, Math.min(MAX_BINS, Math.ceil(RANGE_MS / binMs)));
+}
 /** Fewer idle times than this: not representative. */
 export const MIN_SAMPLES = 5;
 /** Bin counts whose coefficient of variation is below this show no rhythm. */
@@ -103,11 +117,15 @@ function fixedDecision(idleTimeoutMs: number): KeepAliveDecision {
   return { keepMs: idleTimeoutMs, prewarmInMs: undefined, prewarmKeepMs: 0, basis: 'fixed' };
 }
 
-/** A histogram as stored (see HistogramStore): validated by IdleHistogram.restore. */
+/**
+ * A histogram as stored (see HistogramStore): validated by
+ * IdleHistogram.restore. Only the bins that hold counts are stored, as
+ * [bin, count] pairs in bin order.
+ */
 export interface HistogramSnapshot {
   readonly binMs: number;
-  /** BINS counts (non-negative finite numbers). */
-  readonly counts: readonly number[];
+  readonly bins: number;
+  readonly entries: ReadonlyArray<readonly [number, number]>;
   readonly outOfBounds: number;
   /** The last few idle times beyond the range, ms. */
   readonly recent: readonly number[];
@@ -124,16 +142,29 @@ export interface Windows {
   readonly basis: 'histogram' | 'forecast';
 }
 
-/** One fn's idle times: BINS fixed-width bins, plus what fell beyond them. */
+/**
+ * One fn's idle times: fixed-width bins (binsFor(binMs) of them), plus what
+ * fell beyond them. Only bins that hold counts take memory (a fn with a
+ * rhythm uses a handful), kept as parallel arrays in bin order.
+ */
 export class IdleHistogram {
-  private readonly counts = new Float64Array(BINS);
+  readonly bins: number;
+  /** The bins that hold counts, ascending, and their counts. */
+  private readonly at: number[] = [];
+  private readonly counts: number[] = [];
   private inRange = 0;
   private outOfBounds = 0;
   private readonly recent: number[] = [];
   /** The windows for the current counts, worked out when they change. */
   private cached: Windows | undefined | null = null;
+  /** Running sums of `counts` (prefix[k]: the first k), made when first needed after a change. */
+  private prefix: number[] | undefined;
+  /** bestStart's answer for the current counts and the last cap asked with. */
+  private best: { capMs: number; start: number } | undefined;
 
-  constructor(readonly binMs: number) {}
+  constructor(readonly binMs: number) {
+    this.bins = binsFor(binMs);
+  }
 
   get samples(): number {
     return this.inRange + this.outOfBounds;
@@ -142,8 +173,8 @@ export class IdleHistogram {
   add(idleMs: number): void {
     if (!Number.isFinite(idleMs) || idleMs < 0) return;
     const bin = Math.floor(idleMs / this.binMs);
-    if (bin < BINS) {
-      this.counts[bin]! += 1;
+    if (bin < this.bins) {
+      this.count(bin, 1);
       this.inRange += 1;
     } else {
       this.outOfBounds += 1;
@@ -152,33 +183,66 @@ export class IdleHistogram {
     }
     if (this.samples >= AGE_AT) this.age();
     this.cached = null;
+    this.best = undefined;
+    this.prefix = undefined;
+  }
+
+  /** Adds `n` to bin `bin`'s count. */
+  private count(bin: number, n: number): void {
+    const lo = this.firstAtOrAfter(bin);
+    if (this.at[lo] === bin) this.counts[lo]! += n;
+    else {
+      this.at.splice(lo, 0, bin);
+      this.counts.splice(lo, 0, n);
+    }
   }
 
   private age(): void {
-    // Counts that halving has worn down to nothing are dropped (they would only lengthen what is stored).
-    for (let i = 0; i < BINS; i++) this.counts[i] = this.counts[i]! < 0.01 ? 0 : this.counts[i]! / 2;
-    this.inRange /= 2;
+    // Counts that halving has worn down to nothing are dropped.
+    let kept = 0;
+    for (let i = 0; i < this.at.length; i++) {
+      if (this.counts[i]! < 0.01) continue;
+      this.at[kept] = this.at[i]!;
+      this.counts[kept++] = this.counts[i]! / 2;
+    }
+    this.at.length = this.counts.length = kept;
+    this.inRange = this.counts.reduce((a, b) => a + b, 0);
     this.outOfBounds /= 2;
   }
 
-  /** Coefficient of variation of the bin counts (standard deviation / mean); 0 when empty. */
+  /**
+   * Coefficient of variation (standard deviation / mean) of the counts read
+   * in groups of CV_GROUP bins over the whole range; 0 when empty.
+   */
   cv(): number {
     if (this.inRange === 0) return 0;
-    const mean = this.inRange / BINS;
+    const groups = Math.ceil(this.bins / CV_GROUP);
+    const mean = this.inRange / groups;
     let sq = 0;
-    for (let i = 0; i < BINS; i++) sq += (this.counts[i]! - mean) ** 2;
-    return Math.sqrt(sq / BINS) / mean;
+    let group = -1;
+    let sum = 0;
+    for (let i = 0; i < this.at.length; i++) {
+      const g = Math.floor(this.at[i]! / CV_GROUP);
+      if (g !== group) {
+        sq += sum * sum;
+        [group, sum] = [g, 0];
+      }
+      sum += this.counts[i]!;
+    }
+    sq += sum * sum;
+    // Σ(c - mean)² over all groups = Σc² - groups × mean² (empty groups included).
+    return Math.sqrt(Math.max(0, sq / groups - mean * mean)) / mean;
   }
 
   /** The first bin at which the counts reach share `p` of those in range. */
   private binAt(p: number): number {
     const target = p * this.inRange;
     let sum = 0;
-    for (let i = 0; i < BINS; i++) {
+    for (let i = 0; i < this.at.length; i++) {
       sum += this.counts[i]!;
-      if (sum >= target && sum > 0) return i;
+      if (sum >= target && sum > 0) return this.at[i]!;
     }
-    return BINS - 1;
+    return this.bins - 1;
   }
 
   /** Pre-warm and keep windows, or undefined when the histogram is not representative. */
@@ -208,15 +272,20 @@ export class IdleHistogram {
   bestStart(w: Windows, capMs: number): number {
     if (w.keepUntil - w.prewarmAt <= capMs) return w.prewarmAt;
     if (w.basis === 'forecast') return Math.max(w.prewarmAt, (w.prewarmAt + w.keepUntil) / 2 - capMs / 2);
+    if (this.best?.capMs === capMs) return this.best.start;
     let best = w.prewarmAt;
     let bestMass = this.mass(best, best + capMs);
-    // Stretches that begin a margin before a bin's lower edge, from the head to the window's end.
-    for (let i = Math.ceil(w.prewarmAt / this.binMs); i < BINS; i++) {
-      const start = Math.max(w.prewarmAt, i * this.binMs * HEAD_MARGIN);
-      if (start + capMs > w.keepUntil) break;
-      const m = this.mass(start, start + capMs);
-      if (m > bestMass) [best, bestMass] = [start, m];
+    // Around each bin holding counts, stretches that begin a margin before it, at its lower edge less a
+    // margin of the stay, and that end at its upper edge; each within the window. The earliest of equals wins.
+    for (const bin of this.at) {
+      const lower = bin * this.binMs;
+      for (const candidate of [lower * HEAD_MARGIN, lower - (1 - HEAD_MARGIN) * capMs, lower + this.binMs - capMs]) {
+        const start = Math.min(Math.max(w.prewarmAt, candidate), w.keepUntil - capMs);
+        const m = this.mass(start, start + capMs);
+        if (m > bestMass || (m === bestMass && start < best)) [best, bestMass] = [start, m];
+      }
     }
+    this.best = { capMs, start: best };
     return best;
   }
 
@@ -225,35 +294,64 @@ export class IdleHistogram {
     return this.inRange > 0 ? this.mass(from, to) / this.inRange : 0;
   }
 
-  /** The counts between times `from` and `to` (ms), a bin in part counted in proportion. */
+  /** The counts between times `from` and `to` (ms), a bin in part counted in proportion: two binary searches. */
   private mass(from: number, to: number): number {
-    let sum = 0;
-    for (let i = Math.max(0, Math.floor(from / this.binMs)); i < BINS && i * this.binMs < to; i++) {
-      const lo = Math.max(from, i * this.binMs);
-      const hi = Math.min(to, (i + 1) * this.binMs);
-      if (hi > lo) sum += (this.counts[i]! * (hi - lo)) / this.binMs;
-    }
+    if (!(to > from) || this.at.length === 0) return 0;
+    this.prefix ??= this.counts.reduce<number[]>((sums, c, i) => (sums.push(sums[i]! + c), sums), [0]);
+    const first = Math.floor(from / this.binMs);
+    const last = Math.floor(to / this.binMs);
+    const i = this.firstAtOrAfter(first);
+    const j = this.firstAtOrAfter(last + 1);
+    if (j <= i) return 0;
+    let sum = this.prefix[j]! - this.prefix[i]!;
+    // The parts of the end bins outside [from, to).
+    if (this.at[i] === first) sum -= (this.counts[i]! * (from - first * this.binMs)) / this.binMs;
+    if (this.at[j - 1] === last) sum -= (this.counts[j - 1]! * ((last + 1) * this.binMs - to)) / this.binMs;
     return sum;
   }
 
+  /** The index of the first bin holding counts at or after `bin` (`at.length` when none). */
+  private firstAtOrAfter(bin: number): number {
+    let lo = 0;
+    let hi = this.at.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.at[mid]! < bin) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
   snapshot(): HistogramSnapshot {
-    return { binMs: this.binMs, counts: [...this.counts], outOfBounds: this.outOfBounds, recent: [...this.recent] };
+    return { binMs: this.binMs, bins: this.bins, entries: this.at.map((bin, i) => [bin, this.counts[i]!] as const), outOfBounds: this.outOfBounds, recent: [...this.recent] };
   }
 
   /**
    * A histogram from what was stored, or undefined when it does not fit:
-   * another bin width (its counts would mean other times), the wrong
-   * number of bins, or a count that is not a finite non-negative number.
+   * another bin width or number of bins (its counts would mean other
+   * times), bins out of range or out of order, or a count that is not a
+   * finite non-negative number. A dense `counts` array of every bin (how
+   * histograms were stored at first) is read too.
    */
   static restore(s: unknown, binMs: number): IdleHistogram | undefined {
     if (typeof s !== 'object' || s === null) return undefined;
-    const { binMs: width, counts, outOfBounds, recent } = s as Partial<Record<keyof HistogramSnapshot, unknown>>;
+    const { binMs: width, bins, entries, counts, outOfBounds, recent } = s as Partial<Record<keyof HistogramSnapshot | 'counts', unknown>>;
     const count = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
-    if (width !== binMs || !Array.isArray(counts) || counts.length !== BINS || !counts.every(count) || !count(outOfBounds)) return undefined;
-    if (!Array.isArray(recent) || recent.length > FORECAST_SAMPLES || !recent.every(count)) return undefined;
     const h = new IdleHistogram(binMs);
-    counts.forEach((c, i) => (h.counts[i] = c));
-    h.inRange = counts.reduce((a, b) => a + b, 0);
+    if (width !== binMs || (bins !== undefined && bins !== h.bins) || !count(outOfBounds)) return undefined;
+    if (!Array.isArray(recent) || recent.length > FORECAST_SAMPLES || !recent.every(count)) return undefined;
+    let pairs: unknown[];
+    if (Array.isArray(entries)) pairs = entries;
+    else if (Array.isArray(counts) && counts.length === h.bins) pairs = counts.map((c, i) => [i, c]).filter(([, c]) => c !== 0);
+    else return undefined;
+    for (const pair of pairs) {
+      if (!Array.isArray(pair) || pair.length !== 2) return undefined;
+      const [bin, c] = pair as [unknown, unknown];
+      if (!Number.isInteger(bin) || (bin as number) < 0 || (bin as number) >= h.bins || (bin as number) <= (h.at.at(-1) ?? -1) || !count(c)) return undefined;
+      h.at.push(bin as number);
+      h.counts.push(c);
+      h.inRange += c;
+    }
     h.outOfBounds = outOfBounds;
     h.recent.push(...recent);
     return h;
@@ -268,7 +366,7 @@ interface FnRhythm {
 }
 
 export interface HistogramKeepAliveOptions {
-  /** FNTS_KEEPALIVE_BIN_MSECS: the width of a bin (60000 in the paper). */
+  /** FNTS_KEEPALIVE_BIN_MSECS: the width of a bin (DEFAULT_BIN_MS; 60000 in the paper). */
   readonly binMs: number;
 }
 

@@ -305,13 +305,13 @@ export interface AgentSettings {
   /** FN_EJECT_IDLE_MSECS (1000); 0 or more. */
   readonly ejectIdleMs: number;
   /**
-   * FNTS_KEEPALIVE_POLICY (fixed): how long an idle container stays.
+   * FNTS_KEEPALIVE_POLICY (histogram): how long an idle container stays.
    * `fixed`: the fn's idle_timeout (Fn's rule); `histogram`: each fn's
    * idle-time histogram decides when to release it and when to pre-warm
    * the next, within its idle_timeout (agent/keepalive.ts).
    */
   readonly keepAlivePolicy: 'fixed' | 'histogram';
-  /** FNTS_KEEPALIVE_BIN_MSECS (60000): the width of the histogram's bins (it has 240: 4 hours at the default); 100 to 3600000. */
+  /** FNTS_KEEPALIVE_BIN_MSECS (10000): the width of the histogram's bins (1440 of them: 4 hours at the default; narrower bins cover less); 100 to 3600000. */
   readonly keepAliveBinMs: number;
   /** FN_HOT_POLL_MSECS (200); 10 to 60000. */
   readonly hotPollMs: number;
@@ -638,8 +638,8 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     agent: Object.freeze({
       freezeIdleMs: optionalMsecs(env, 'FN_FREEZE_IDLE_MSECS', 50),
       ejectIdleMs: msecs(env, 'FN_EJECT_IDLE_MSECS', 1000, 0),
-      keepAlivePolicy: oneOf(env, 'FNTS_KEEPALIVE_POLICY', ['fixed', 'histogram'] as const, 'fixed'),
-      keepAliveBinMs: msecs(env, 'FNTS_KEEPALIVE_BIN_MSECS', 60_000, 100, 3600_000),
+      keepAlivePolicy: oneOf(env, 'FNTS_KEEPALIVE_POLICY', ['fixed', 'histogram'] as const, 'histogram'),
+      keepAliveBinMs: msecs(env, 'FNTS_KEEPALIVE_BIN_MSECS', 10_000, 100, 3600_000),
       hotPollMs: msecs(env, 'FN_HOT_POLL_MSECS', 200, 10, 60_000),
       hotStartTimeoutMs: msecs(env, 'FN_HOT_START_TIMEOUT_MSECS', 5000, 1),
       hotPullTimeoutMs: msecs(env, 'FN_HOT_PULL_TIMEOUT_MSECS', 10 * 60_000, 1),

@@ -95,6 +95,21 @@ export const DATABASE_UNAVAILABLE: ErrorDef = Object.freeze({
   message: 'The database does not answer, so the request was not served; try again shortly (fnts reconnects by itself)',
 });
 
+/** fnts's answer when a SQLite file stayed locked by another writer past the busy timeout (5 s): nothing was changed. */
+export const DATABASE_BUSY: ErrorDef = Object.freeze({
+  code: 'DatabaseBusy',
+  status: 503,
+  message: 'The database was busy with other writes for too long, so nothing was changed; try again shortly',
+});
+
+/** A change SQLite refused because the file stayed locked (SQLITE_BUSY): nothing of it was done. */
+export class DatabaseBusyError extends ApiError {
+  override readonly name = 'DatabaseBusyError';
+  constructor(cause: unknown) {
+    super(DATABASE_BUSY, { cause, headers: { 'Retry-After': '1' } });
+  }
+}
+
 /** A query the database server did not answer (down, restarting, out of reach): nothing of it was done, or a transaction of it was rolled back. */
 export class DatabaseUnavailableError extends ApiError {
   override readonly name = 'DatabaseUnavailableError';

@@ -6,10 +6,10 @@
  * memory back at once and is pre-warmed before its next call.
  *
  * Scaled down ten times to fit the suite's time: bins of 1 s
- * (FNTS_KEEPALIVE_BIN_MSECS=1000) instead of 60 s, calls 4.5 s apart with
- * idle_timeout 3 s instead of 45 s and 30 s. The policy sees only idle
- * times in bin widths and compares them with the idle_timeout, so the
- * decisions are the same as at full scale with bins of 10 s; what does not
+ * (FNTS_KEEPALIVE_BIN_MSECS=1000) instead of the default 10 s, calls 4.5 s
+ * apart with idle_timeout 3 s instead of 45 s and 30 s. The policy sees
+ * only idle times in bin widths and compares them with the idle_timeout,
+ * so the decisions are those of the defaults at full scale; what does not
  * scale is a container's start (about a second here), which the pre-warm's
  * margin (10% of the head, or the idle_timeout's placement) must cover.
  * The calls come on a fixed cadence: that is the workload, not a wait for

@@ -58,7 +58,8 @@ class SqliteFileDialect extends SqliteDialect {
   }
 }
 
-export async function openSqlite(path: string): Promise<SqlDatastore> {
+/** `busyTimeoutMs`: how long a write waits for another writer's lock before it is refused (DatabaseBusyError, 503). */
+export async function openSqlite(path: string, busyTimeoutMs = 5000): Promise<SqlDatastore> {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new BetterSqlite3(path);
   // WAL keeps readers off the writer's back; NORMAL sync is durable across
@@ -67,7 +68,7 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
   database.pragma('journal_mode = WAL');
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
-  database.pragma('busy_timeout = 5000');
+  database.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
   const db = new Kysely<Schema>({ dialect: new SqliteFileDialect({ database }) });
   // Started once the schema exists: records and queued calls of a file database are written by a thread of their own.
   let thread: SqliteThread | undefined;
@@ -76,6 +77,7 @@ export async function openSqlite(path: string): Promise<SqlDatastore> {
     location: { kind: 'sqlite', path, shown: `sqlite3://${path}` },
     isUniqueViolation: isSqliteUniqueViolation,
     isStorageFull: isSqliteFull,
+    isBusy: (err) => String((err as { code?: unknown } | null)?.code ?? '').startsWith('SQLITE_BUSY'),
     folder: path === ':memory:' ? undefined : dirname(path),
     sqliteThread: writerThread,
     batchWriter: () => threadWriter(writerThread()),

@@ -15,6 +15,7 @@ import { migrations } from './migrations.js';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { SqlQueue } from '../../mq/sql.js';
+import { DatabaseBusyError } from '../storage.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-sqlite-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -120,6 +121,27 @@ describe('sqlite datastore', () => {
       // Dead before the upgrade: counted dead from it, so kept for a retention from now.
       expect(await queue.pruneDead(Date.now() - 60_000)).toBe(0);
     } finally {
+      await store.close();
+    }
+  });
+
+  it('answers 503 "busy, try again" (not a 500) when another writer holds the file past the busy timeout, and changes nothing', async () => {
+    const path = join(dir, 'busy.db');
+    const store = await openSqlite(path, 50);
+    const other = new BetterSqlite3(path);
+    try {
+      other.exec('begin immediate');
+      const refused = await store.insertApp(newAppFromJson({ name: 'blocked' })).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(DatabaseBusyError);
+      expect(refused).toMatchObject({ status: 503, headers: { 'Retry-After': '1' } });
+      other.exec('rollback');
+      expect((await store.listApps({ perPage: 10 })).items).toEqual([]);
+      expect((await store.insertApp(newAppFromJson({ name: 'blocked' }))).name).toBe('blocked');
+    } finally {
+      other.close();
       await store.close();
     }
   });

@@ -9,7 +9,7 @@ import type { App, AppShape, Fn, FnFormat, Trigger, TriggerType } from '../../mo
 import { ApiError, E, type ErrorDef } from '../../models/index.js';
 import type { AppFilter, Datastore, FnFilter, Page, TriggerFilter } from '../datastore.js';
 import { decodeCursor } from '../cursor.js';
-import { DiskWatch } from '../storage.js';
+import { DatabaseBusyError, DiskWatch } from '../storage.js';
 import { SqlCallStore, type BatchWriter } from './calls.js';
 import { migrations } from './migrations.js';
 import { SqlTokenStore } from './tokens.js';
@@ -136,6 +136,8 @@ export interface SqlDatastoreOptions {
   isUniqueViolation(err: unknown): boolean;
   /** Recognises this driver's "database or disk is full" (a write that failed for want of room). */
   isStorageFull(err: unknown): boolean;
+  /** Recognises a write refused because another writer held the database's lock past the busy timeout (SQLite). */
+  isBusy?(err: unknown): boolean;
   /** The database's folder on disk; undefined when it lives in memory. */
   folder: string | undefined;
   /** Releases the driver's own resources after Kysely is destroyed. */
@@ -252,14 +254,16 @@ export class SqlDatastore implements Datastore {
   }
 
   /**
-   * Runs a change: a full disk answers StorageFullError (503), a name or
-   * source that is taken `conflict` (when given); other errors as they are.
+   * Runs a change: a full disk answers StorageFullError (503), a lock held
+   * too long by another writer DatabaseBusyError (503), a name or source
+   * that is taken `conflict` (when given); other errors as they are.
    */
   private async write<T>(op: () => Promise<T>, conflict?: ErrorDef): Promise<T> {
     try {
       return await this.disk.write(op);
     } catch (err) {
       if (conflict && this.options.isUniqueViolation(err)) throw new ApiError(conflict, { cause: err });
+      if (this.options.isBusy?.(err)) throw new DatabaseBusyError(err);
       throw err;
     }
   }
