@@ -1,9 +1,9 @@
 /**
  * The console's Fleet view in a real browser against a real fleet: an API
  * node whose FNTS_CONSOLE_FLEET names a pure runner (real containers), the
- * LB in front of it, and a node nobody answers at. A call through the LB
- * shows on the runner's figures while it runs and after; the node that is
- * not there is said to be not reachable, in words.
+ * LB in front of it, a pool manager, and a node nobody answers at. A call
+ * through the LB shows on the runner's figures while it runs and after; the
+ * node that is not there is said to be not reachable, in words.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +22,7 @@ describe.skipIf(!chromiumAvailable())('the Fleet view in a browser, on a real fl
   let api: TestServer;
   let runner: TestServer;
   let lb: TestServer;
+  let manager: TestServer;
   let browser: Browser;
   let page: Page;
   let errors: string[];
@@ -30,9 +31,14 @@ describe.skipIf(!chromiumAvailable())('the Fleet view in a browser, on a real fl
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
     const [image, lbPort] = await Promise.all([probeImage(), freePort()]);
-    [runner, browser] = await Promise.all([startTestServer({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '0' }), launchChromium()]);
+    [runner, manager, browser] = await Promise.all([
+      startTestServer({ FN_NODE_TYPE: 'pure-runner', FN_GRPC_PORT: '0' }),
+      // A pool manager that starts no runner until an LB asks (none does here): its groups are none yet.
+      startTestServer({ FN_NODE_TYPE: 'poolmanager', FN_GRPC_PORT: '0', FNTS_MIN_RUNNERS: '0', FNTS_POOL_NAME: `fleet-view-${process.pid}`, FNTS_POOL_IOFS_PATH: `/tmp/fnts-fv-${process.pid}` }),
+      launchChromium(),
+    ]);
     // The LB starts after the API node (it reads fns from it), so its port is chosen now for the API node's list.
-    api = await startTestServer({ FN_NODE_TYPE: 'api', FNTS_CONSOLE_FLEET: [runner.url, `http://127.0.0.1:${lbPort}`, NOBODY].join(',') });
+    api = await startTestServer({ FN_NODE_TYPE: 'api', FNTS_CONSOLE_FLEET: [runner.url, `http://127.0.0.1:${lbPort}`, manager.url, NOBODY].join(',') });
     lb = await startTestServer({ FN_NODE_TYPE: 'lb', FN_PORT: String(lbPort), FN_RUNNER_API_URL: api.url, FN_RUNNER_ADDRESSES: `127.0.0.1:${runner.server.grpcPort}` });
     fnId = (await api.fn(await api.app(), image, { memory: 128 })).id;
     page = await (await signedInContext(browser, { viewport: { width: 1280, height: 900 } })).newPage();
@@ -43,6 +49,7 @@ describe.skipIf(!chromiumAvailable())('the Fleet view in a browser, on a real fl
     await browser?.close();
     await lb?.close();
     await runner?.close();
+    await manager?.close();
     await api?.close();
   });
 
@@ -80,10 +87,15 @@ describe.skipIf(!chromiumAvailable())('the Fleet view in a browser, on a real fl
     // An LB runs no containers: it shows none of a runner's figures, rather than zeros.
     expect(await l.getByLabel('Calls running').count()).toBe(0);
 
+    const m = region(manager.url);
+    await m.getByText('poolmanager', { exact: true }).waitFor();
+    await m.getByText('It has no runner group yet (a group appears when an LB asks for it).').waitFor();
+    await m.getByText('LBs advertising to it: 0.').waitFor();
+
     const gone = region(NOBODY);
     await gone.getByText('not reachable: connect ECONNREFUSED 127.0.0.1:1 (it has not answered since this node started)').waitFor();
     await gone.getByText('Its figures are not known while it does not answer.').waitFor();
-    await page.getByText('3 nodes named by FNTS_CONSOLE_FLEET; 1 not answering.').waitFor();
+    await page.getByText('4 nodes named by FNTS_CONSOLE_FLEET; 1 not answering.').waitFor();
     expect(errors).toEqual([]);
   });
 
