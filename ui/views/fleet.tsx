@@ -48,7 +48,7 @@ const NOT_REPORTED = 'not reported';
 const POOL_STATES = ['active', 'starting', 'draining', 'removing'];
 const EXAMPLE = 'FNTS_CONSOLE_FLEET=http://lb-1:8080,http://runner-1:8080,http://poolmanager:8080';
 
-/** The fleet report, asked for again 2 s after each ask began while the view is shown. */
+/** The fleet report, asked for again 2 s after each ask began while the view is shown (and its tab is not hidden). */
 function useFleet(): { report: FleetReport | undefined; error: string | undefined; at: Date | undefined } {
   const [state, setState] = useState<{ report: FleetReport | undefined; error: string | undefined; at: Date | undefined }>({ report: undefined, error: undefined, at: undefined });
   useEffect(() => {
@@ -56,11 +56,14 @@ function useFleet(): { report: FleetReport | undefined; error: string | undefine
     let timer: ReturnType<typeof setTimeout> | undefined;
     const ask = async (): Promise<void> => {
       const began = Date.now();
-      try {
-        const report = await api<FleetReport>('/v2/console/fleet');
-        if (shown) setState({ report, error: undefined, at: new Date() });
-      } catch (err) {
-        if (shown) setState((s) => ({ ...s, error: messageOf(err) }));
+      // A tab in the background asks nothing (this node then reads no other): it asks again within 2 s of being shown.
+      if (document.visibilityState !== 'hidden') {
+        try {
+          const report = await api<FleetReport>('/v2/console/fleet');
+          if (shown) setState({ report, error: undefined, at: new Date() });
+        } catch (err) {
+          if (shown) setState((s) => ({ ...s, error: messageOf(err) }));
+        }
       }
       if (shown) timer = setTimeout(() => void ask(), Math.max(0, EVERY_MS - (Date.now() - began)));
     };
