@@ -182,9 +182,9 @@ export interface ScrapeOptions {
 
 const size = (n: number): string => (n >= 1048576 ? `${Math.round((n / 1048576) * 10) / 10} MiB` : `${Math.round(n / 1024)} KiB`);
 
-/** An error's message; a connection tried on several addresses (localhost: ::1 and 127.0.0.1) fails with each one's, in an AggregateError of its own without one. */
+/** An error's message; a connection tried on several addresses (localhost: ::1 and 127.0.0.1) fails with each one's, in an AggregateError whose own message is empty. */
 function messageOf(err: unknown): string {
-  if (err instanceof AggregateError && err.message === '') return [...new Set(err.errors.map(messageOf))].join('; ');
+  if (err instanceof AggregateError && err.errors.length > 0) return [...new Set(err.errors.map(messageOf))].join('; ');
   if (err instanceof Error) return err.message || ((err as NodeJS.ErrnoException).code ?? err.name);
   return String(err);
 }
