@@ -21,6 +21,22 @@ describe('compileConfig', () => {
     expect(() => compileConfig({ [name]: value }, dir)).toThrow(new ConfigError(message));
   });
 
+  it('reads FNTS_CONSOLE_FLEET as the base URLs of nodes, each once, and refuses anything else, or a role without a console', () => {
+    expect(compileConfig({}, dir).consoleFleet).toEqual([]);
+    expect(compileConfig({ FNTS_CONSOLE_FLEET: ' http://10.0.0.5:8080/, https://lb.example.com ,http://10.0.0.5:8080' }, dir).consoleFleet).toEqual(['http://10.0.0.5:8080', 'https://lb.example.com']);
+    expect(compileConfig({ FN_NODE_TYPE: 'api', FNTS_CONSOLE_FLEET: 'http://runner:8080' }, dir).consoleFleet).toEqual(['http://runner:8080']);
+    for (const bad of ['runner:8080', 'ftp://runner', 'http://user:pw@runner', 'http://runner/metrics', 'http://runner?x=1']) {
+      expect(() => compileConfig({ FNTS_CONSOLE_FLEET: bad }, dir)).toThrow(
+        new ConfigError(
+          `FNTS_CONSOLE_FLEET has ${bad}, which is not a node's base URL; list the HTTP port (FN_PORT) of each LB, pure runner and pool manager, e.g. http://10.0.0.5:8080,http://10.0.0.6:8080`,
+        ),
+      );
+    }
+    expect(() => compileConfig({ FN_NODE_TYPE: 'lb', FN_RUNNER_API_URL: 'http://api:8080', FN_RUNNER_ADDRESSES: 'r:9190', FNTS_CONSOLE_FLEET: 'http://r:8080' }, dir)).toThrow(
+      'FNTS_CONSOLE_FLEET is read by the console of an API or full node only; unset it for FN_NODE_TYPE=lb',
+    );
+  });
+
   it('switches freezing and stats sampling off with a negative value, as Fn documents', () => {
     const a = compileConfig({ FN_FREEZE_IDLE_MSECS: '-1', FNTS_STATS_INTERVAL_MSECS: '-1' }, dir).agent;
     expect(a.freezeIdleMs).toBe(Infinity);

@@ -78,6 +78,14 @@ export interface Config {
   /** FNTS_METRICS (on): serve Prometheus metrics at /metrics; `off` serves none and counts nothing. */
   readonly metrics: boolean;
   /**
+   * FNTS_CONSOLE_FLEET (none): the base URLs (http or https, comma
+   * separated) of the fleet's other nodes' HTTP ports (FN_PORT of each LB,
+   * pure runner and pool manager), whose /metrics the console of an API or
+   * full node reads for its Fleet view. Without a path, a query or
+   * credentials; at most 64.
+   */
+  readonly consoleFleet: readonly string[];
+  /**
    * Where spans go (OTLP over HTTP), from the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
    * (used as is) or OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces); undefined = tracing off.
    */
@@ -668,6 +676,7 @@ export function compileConfig(env: Env = process.env, cwd: string = process.cwd(
     detached: detachedSettings(env),
     callRecords: oneOf(env, 'FNTS_CALL_RECORDS', ['on', 'off'] as const, 'on') === 'on',
     metrics: oneOf(env, 'FNTS_METRICS', ['on', 'off'] as const, 'on') === 'on',
+    consoleFleet: consoleFleet(env, nodeType),
     otlpTracesUrl: otlpTracesUrl(env),
     otlpProtocol: otlpProtocol(env),
     otelServiceName: read(env, 'OTEL_SERVICE_NAME') ?? 'fnts',
@@ -957,6 +966,38 @@ function otlpTracesUrl(env: Env): string | undefined {
   if (scheme !== 'http:' && scheme !== 'https:')
     throw new ConfigError(`${name}=${traces ?? base} is not an http(s) URL; use e.g. http://localhost:4318 (an OTLP/HTTP receiver), or leave it unset to turn tracing off`);
   return url;
+}
+
+const MAX_FLEET_NODES = 64;
+
+/** FNTS_CONSOLE_FLEET: each node's base URL as `scheme://host:port`, in the order given, each once. */
+function consoleFleet(env: Env, nodeType: NodeType): readonly string[] {
+  const raw = read(env, 'FNTS_CONSOLE_FLEET');
+  if (raw === undefined) return Object.freeze([]);
+  if (nodeType !== 'api' && nodeType !== 'full') {
+    throw new ConfigError(`FNTS_CONSOLE_FLEET is read by the console of an API or full node only; unset it for FN_NODE_TYPE=${nodeType}`);
+  }
+  const urls = new Set<string>();
+  for (const item of raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    let url: URL | undefined;
+    try {
+      url = new URL(item);
+    } catch {
+      // reported below
+    }
+    const plain = url && (url.protocol === 'http:' || url.protocol === 'https:') && url.username === '' && url.password === '' && url.search === '' && url.hash === '' && url.pathname === '/';
+    if (!url || !plain) {
+      throw new ConfigError(
+        `FNTS_CONSOLE_FLEET has ${item}, which is not a node's base URL; list the HTTP port (FN_PORT) of each LB, pure runner and pool manager, e.g. http://10.0.0.5:8080,http://10.0.0.6:8080`,
+      );
+    }
+    urls.add(url.origin);
+  }
+  if (urls.size > MAX_FLEET_NODES) throw new ConfigError(`FNTS_CONSOLE_FLEET names ${urls.size} nodes; the console reads at most ${MAX_FLEET_NODES}`);
+  return Object.freeze([...urls]);
 }
 
 function mqUrl(env: Env): string | undefined {

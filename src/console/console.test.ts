@@ -195,6 +195,8 @@ describe('the console on a node', () => {
     expect(browser.statusCode).toBe(302);
     expect(browser.headers.location).toBe('/ui');
     expect((await app.inject({ method: 'GET', url: '/' })).json()).toEqual({ goto: 'https://github.com/fnproject/fn', hello: 'world!' });
+    // Without FNTS_CONSOLE_FLEET it knows no other node.
+    expect((await app.inject({ method: 'GET', url: '/v2/console/fleet' })).json()).toEqual({ role: 'api', scope: 'node', nodes: [] });
   });
 
   it('asks for a token as the API does, and shows a token limited to apps none of the node-wide figures', async () => {
@@ -202,7 +204,8 @@ describe('the console on a node', () => {
     registry = new TokenRegistry({ store: datastore.tokens, log: pino({ level: 'silent' }), adminToken: ADMIN });
     await registry.start();
     app = await buildServer({
-      config: compileConfig({ FN_LOG_LEVEL: 'silent' }),
+      // Port 1 on loopback: nothing listens there.
+      config: compileConfig({ FN_LOG_LEVEL: 'silent', FNTS_CONSOLE_FLEET: 'http://127.0.0.1:1' }),
       logger: pino({ level: 'silent' }),
       api: { datastore, tokens: { store: datastore.tokens, registry } },
       metrics: new Metrics({ role: 'full', version: 'test' }),
@@ -210,6 +213,7 @@ describe('the console on a node', () => {
     const as = (token?: string) => (token ? { authorization: `Bearer ${token}` } : {});
     expect((await app.inject({ method: 'GET', url: '/v2/console/summary' })).statusCode).toBe(401);
     expect((await app.inject({ method: 'GET', url: '/v2/console/stream' })).statusCode).toBe(401);
+    expect((await app.inject({ method: 'GET', url: '/v2/console/fleet' })).statusCode).toBe(401);
     expect((await app.inject({ method: 'GET', url: '/ui/settings.json' })).json()).toEqual({ auth: true });
     expect((await app.inject({ method: 'GET', url: '/v2/console/summary', headers: as(ADMIN) })).json()).toMatchObject({ scope: 'node', health: { ready: true } });
 
@@ -218,5 +222,11 @@ describe('the console on a node', () => {
     await expect.poll(async () => (await app!.inject({ method: 'GET', url: '/v2/console/summary', headers: as(limited) })).statusCode).toBe(200);
     const mine = (await app.inject({ method: 'GET', url: '/v2/console/summary', headers: as(limited) })).json();
     expect(mine).toMatchObject({ scope: 'apps', health: null, history: null, figures: { memory: null, detached: null, fns: [] } });
+    // The fleet is node-wide: the admin sees it, the limited token does not.
+    expect((await app.inject({ method: 'GET', url: '/v2/console/fleet', headers: as(ADMIN) })).json()).toMatchObject({
+      scope: 'node',
+      nodes: [{ url: 'http://127.0.0.1:1', up: false, error: 'not reachable: connect ECONNREFUSED 127.0.0.1:1', answered_at: null, role: null }],
+    });
+    expect((await app.inject({ method: 'GET', url: '/v2/console/fleet', headers: as(limited) })).json()).toEqual({ role: 'full', scope: 'apps', nodes: null });
   });
 });

@@ -9,6 +9,7 @@ import type { Datastore } from '../datastore/index.js';
 import type { Metrics, Readiness } from '../telemetry/index.js';
 import { registerUi, UI_DIR } from './assets.js';
 import { figuresBetween, readRegistry, type Reading } from './figures.js';
+import { Fleet } from './fleet.js';
 import { Pulse, type HistoryPoint } from './pulse.js';
 import { registerConsoleApi } from './routes.js';
 
@@ -25,6 +26,8 @@ export interface ConsoleDeps {
   readonly auth: boolean;
   /** Where the built page and assets are (default dist/ui/). */
   readonly uiDir?: string;
+  /** The base URLs of the fleet's other nodes (FNTS_CONSOLE_FLEET), whose /metrics the Fleet view shows. */
+  readonly fleet?: readonly string[];
   /** How often the live figures are read while a stream is open (default 2000 ms). */
   readonly intervalMs?: number;
   readonly onError?: (err: unknown) => void;
@@ -54,7 +57,11 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps): Pulse 
     ...(deps.intervalMs !== undefined ? { intervalMs: deps.intervalMs } : {}),
     ...(deps.onError ? { onError: deps.onError } : {}),
   });
-  app.addHook('onClose', async () => pulse.close());
-  registerConsoleApi(app, { pulse, readiness: deps.readiness, datastore: deps.datastore, role: deps.role, runsCalls: deps.runsCalls, callsKnown, principal: deps.principal });
+  const fleet = new Fleet({ urls: deps.fleet ?? [] });
+  app.addHook('onClose', async () => {
+    pulse.close();
+    fleet.close();
+  });
+  registerConsoleApi(app, { pulse, fleet, readiness: deps.readiness, datastore: deps.datastore, role: deps.role, runsCalls: deps.runsCalls, callsKnown, principal: deps.principal });
   return pulse;
 }

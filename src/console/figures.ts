@@ -14,7 +14,8 @@ import type { Registry } from 'prom-client';
 /** Container states as the console names them, from the agent's (wait, start, idle, paused, busy). */
 export const CONTAINER_STATES = ['starting', 'busy', 'idle', 'paused', 'waiting'] as const;
 export type ContainerStateName = (typeof CONTAINER_STATES)[number];
-const STATE_METRIC: Readonly<Record<ContainerStateName, string>> = {
+/** The agent's gauge of containers in each state (labelled by app and fn). */
+export const STATE_METRIC: Readonly<Record<ContainerStateName, string>> = {
   starting: 'fn_container_start_total',
   busy: 'fn_container_busy_total',
   idle: 'fn_container_idle_total',

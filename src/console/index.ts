@@ -5,4 +5,5 @@ export { figuresBetween, quantileMs, readRegistry } from './figures.js';
 export type { Figures, FnFigures, Reading } from './figures.js';
 export { Pulse } from './pulse.js';
 export type { HistoryPoint, PulseListener, PulseOptions } from './pulse.js';
-export type { Summary } from './routes.js';
+export type { FleetNode, FleetRunner, PoolGroup } from './fleet.js';
+export type { FleetReport, Summary } from './routes.js';

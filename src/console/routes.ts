@@ -5,9 +5,11 @@
  *   GET /v2/console/summary   the node's figures now, its health, and the charts' history (JSON)
  *   GET /v2/console/stream    the same as server-sent events: `summary` first, then `figures`
  *                             every 2 s while the stream is open, and `health` every 10 s
+ *   GET /v2/console/fleet     the nodes FNTS_CONSOLE_FLEET names, as their /metrics said (fleet.ts)
  *
  * A token limited to apps sees the figures of its apps' fns only: node-wide
- * figures (memory, the detached backlog, health, the history) are null for it.
+ * figures (memory, the detached backlog, health, the history) and the fleet
+ * are null for it.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Principal } from '../auth/index.js';
@@ -15,6 +17,7 @@ import type { Datastore } from '../datastore/index.js';
 import { ApiError, E } from '../models/index.js';
 import type { Readiness, ReadinessReport } from '../telemetry/index.js';
 import { figuresBetween, type Figures, type Reading } from './figures.js';
+import type { Fleet, FleetNode } from './fleet.js';
 import type { HistoryPoint, Pulse } from './pulse.js';
 
 export interface ConsoleApiDeps {
@@ -28,6 +31,8 @@ export interface ConsoleApiDeps {
   readonly callsKnown: boolean;
   /** Who the request's token speaks for; undefined when auth is off. */
   readonly principal: (req: FastifyRequest) => Principal | undefined;
+  /** The nodes FNTS_CONSOLE_FLEET names (none: an empty fleet). */
+  readonly fleet: Fleet;
 }
 
 /** What /v2/console/summary answers and the stream's first event carries. */
@@ -39,6 +44,15 @@ export interface Summary {
   readonly health: ReadinessReport | null;
   readonly figures: Figures;
   readonly history: readonly HistoryPoint[] | null;
+}
+
+/** What /v2/console/fleet answers. */
+export interface FleetReport {
+  /** This node's role. */
+  readonly role: string;
+  readonly scope: 'node' | 'apps';
+  /** Each node FNTS_CONSOLE_FLEET names, in its order (empty: it names none); null for a token limited to apps. */
+  readonly nodes: readonly FleetNode[] | null;
 }
 
 /** App names by id, for tokens limited to apps: looked up once per id (a deleted app's id names nothing). */
@@ -120,6 +134,11 @@ export function registerConsoleApi(app: FastifyInstance, deps: ConsoleApiDeps): 
   });
 
   app.get('/v2/console/summary', async (req) => summary(deps.principal(req)));
+
+  app.get('/v2/console/fleet', async (req): Promise<FleetReport> => {
+    const node = deps.principal(req)?.apps === undefined;
+    return { role: deps.role, scope: node ? 'node' : 'apps', nodes: node ? await deps.fleet.report() : null };
+  });
 
   app.get('/v2/console/stream', async (req, reply) => {
     const who = deps.principal(req);

@@ -215,6 +215,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       datastore: served.datastore,
       role: config.nodeType,
       runsCalls: invoke !== undefined,
+      fleet: config.consoleFleet,
       principal: (req) => req.principal,
       auth: tokens !== undefined,
       onError: (err) => deps.logger.warn({ err, module: 'console' }, 'console figures could not be read'),

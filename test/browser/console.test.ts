@@ -10,12 +10,11 @@ import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, TEST_ADMIN_TOKEN } from '../support/auth.js';
-import { chromiumAvailable, launchChromium, pageErrors } from '../support/browser.js';
+import { chromiumAvailable, launchChromium, pageErrors, signedInContext } from '../support/browser.js';
 import { probeImage } from '../support/functions.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 
 const SHOTS = join(process.cwd(), 'test-results', 'console');
-const TOKEN_KEY = 'fnts.console.token';
 
 describe.skipIf(!chromiumAvailable())('the console in a browser', () => {
   let s: TestServer;
@@ -35,9 +34,8 @@ describe.skipIf(!chromiumAvailable())('the console in a browser', () => {
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
     [s, browser, image] = await Promise.all([startTestServer(), launchChromium(), probeImage()]);
-    admin = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     // As if the admin had signed in in this tab: the token is in its session storage.
-    await admin.addInitScript({ content: `sessionStorage.setItem(${JSON.stringify(TOKEN_KEY)}, ${JSON.stringify(TEST_ADMIN_TOKEN)})` });
+    admin = await signedInContext(browser, { viewport: { width: 1280, height: 800 } });
     page = await admin.newPage();
     page.setDefaultTimeout(10_000);
     errors = pageErrors(page);
@@ -202,9 +200,8 @@ describe.skipIf(!chromiumAvailable())('the console in a browser', () => {
   });
 
   it('reads in a narrow window and in the system dark mode, and works from the keyboard', async () => {
-    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: 'dark' });
+    const phone = await signedInContext(browser, { viewport: { width: 390, height: 844 }, colorScheme: 'dark' });
     try {
-      await phone.addInitScript({ content: `sessionStorage.setItem(${JSON.stringify(TOKEN_KEY)}, ${JSON.stringify(TEST_ADMIN_TOKEN)})` });
       const p = await phone.newPage();
       const problems = pageErrors(p);
       await p.goto(`${s.url}/ui#/fns/${made.fnId}`);

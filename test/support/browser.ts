@@ -5,7 +5,8 @@
  * .ci/run installs it, so its absence there is a fault.
  */
 import { existsSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
+import { TEST_ADMIN_TOKEN } from './auth.js';
 
 export const CHROMIUM = process.env['FNTS_TEST_CHROMIUM'] ?? '/usr/bin/chromium';
 
@@ -31,4 +32,11 @@ export function pageErrors(page: Page): string[] {
   });
   page.on('pageerror', (e) => errors.push(`page: ${e.message}`));
   return errors;
+}
+
+/** A context whose tabs are signed in to the console as the test admin: the token is in each tab's session storage (ui/api.ts). */
+export async function signedInContext(browser: Browser, options: BrowserContextOptions = {}): Promise<BrowserContext> {
+  const context = await browser.newContext(options);
+  await context.addInitScript({ content: `sessionStorage.setItem('fnts.console.token', ${JSON.stringify(TEST_ADMIN_TOKEN)})` });
+  return context;
 }
