@@ -98,6 +98,38 @@ describe('the pulse', () => {
     pulse.close();
     expect(pulse.subscribe(a)).toBe(false);
   });
+
+  it('keeps recording the history while nobody listens, at its slower pace, so a console opened later has the minutes before', async () => {
+    let reads = 0;
+    const pulse = new Pulse({
+      read: async () => (reads++, { at: Date.now(), fns: new Map(), memory: undefined, backlog: undefined, deadLetters: undefined }) satisfies Reading,
+      point: (b, a) => ({ at: a.at, calls_per_s: b ? 1 : null, errors_per_s: 0, p95_ms: null, busy: null, memory_used_bytes: null }),
+      intervalMs: 10,
+      recordMs: 40,
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 190));
+      expect(pulse.running).toBe(false);
+      // About 4 readings in 190 ms at 40 ms, not 19 at 10 ms; each after the first rated against the one before.
+      expect(reads).toBeGreaterThanOrEqual(2);
+      expect(reads).toBeLessThanOrEqual(6);
+      expect(
+        pulse
+          .history()
+          .slice(1)
+          .every((p) => p.calls_per_s === 1),
+      ).toBe(true);
+      const recorded = reads;
+      pulse.subscribe(() => undefined);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(reads - recorded).toBeGreaterThanOrEqual(5);
+    } finally {
+      pulse.close();
+    }
+    const closed = reads;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(reads).toBe(closed);
+  });
 });
 
 describe('the console over HTTP', () => {

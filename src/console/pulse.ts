@@ -1,10 +1,12 @@
 /**
- * The console's live figures: one timer for every listener, running only
- * while someone listens, and a short history of what it saw for the charts.
+ * The console's live figures: one timer for every listener, fast while
+ * someone listens, slow while nobody does (so the charts have the last
+ * minutes to show the moment a console opens), and a short history of what
+ * it saw.
  *
- *   no listener ──subscribe──▶ ticking (a reading every intervalMs, told to each listener)
- *        ▲                         │
- *        └──── last unsubscribe ───┘   (the timer stops; the history stays, with a gap)
+ *   recording ──subscribe──▶ live (a reading every intervalMs, told to each listener)
+ *   (a reading every               │
+ *    recordMs, history only) ◀── last unsubscribe
  *
  * Listeners are bounded (`maxListeners`): a stream beyond them is refused,
  * so a page left open in many tabs cannot make the node's work grow without
@@ -32,6 +34,8 @@ export interface PulseOptions {
   readonly maxListeners?: number;
   /** How much history is kept, default 15 minutes. */
   readonly historyMs?: number;
+  /** While nobody listens, a reading for the history every this many ms; default 10000; 0: none (the history has gaps where nobody listened). */
+  readonly recordMs?: number;
   /** The history point of a reading (with the one before it, when rates can be taken). */
   readonly point: (before: Reading | undefined, after: Reading) => HistoryPoint;
   /** Told when a tick fails (the registry or a gauge's collect threw). */
@@ -49,8 +53,11 @@ export class Pulse {
   readonly intervalMs: number;
   readonly maxListeners: number;
   private readonly historyMs: number;
+  private readonly recordMs: number;
   private readonly listeners = new Set<PulseListener>();
   private timer: NodeJS.Timeout | undefined;
+  /** Whether `timer` is the live one (someone listens). */
+  private live = false;
   private ticking = false;
   private closed = false;
   /** The last reading: what the next one is rated against. */
@@ -62,6 +69,8 @@ export class Pulse {
     this.intervalMs = o.intervalMs ?? 2000;
     this.maxListeners = o.maxListeners ?? 32;
     this.historyMs = o.historyMs ?? 15 * 60_000;
+    this.recordMs = o.recordMs ?? 10_000;
+    this.every(this.recordMs);
   }
 
   /** How many listen now. */
@@ -69,29 +78,38 @@ export class Pulse {
     return this.listeners.size;
   }
 
-  /** Whether the timer runs (someone listens). */
+  /** Whether the live timer runs (someone listens). */
   get running(): boolean {
-    return this.timer !== undefined;
+    return this.live;
+  }
+
+  /** Ticks every `ms` from now on (0: not at all), in place of the timer before. */
+  private every(ms: number): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    if (ms <= 0 || this.closed) return;
+    this.timer = setInterval(() => void this.tick(), ms);
+    this.timer.unref();
   }
 
   /** Adds a listener; false when maxListeners already listen or the pulse is closed. Starts the timer for the first. */
   subscribe(listener: PulseListener): boolean {
     if (this.closed || this.listeners.size >= this.maxListeners) return false;
     this.listeners.add(listener);
-    if (!this.timer) {
-      this.timer = setInterval(() => void this.tick(), this.intervalMs);
-      this.timer.unref();
+    if (!this.live) {
+      this.live = true;
+      this.every(this.intervalMs);
       void this.tick();
     }
     return true;
   }
 
-  /** Removes a listener (idempotent); the last one out stops the timer. */
+  /** Removes a listener (idempotent); the last one out slows the timer down to recording. */
   unsubscribe(listener: PulseListener): void {
     this.listeners.delete(listener);
-    if (this.listeners.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = undefined;
+    if (this.listeners.size === 0 && this.live) {
+      this.live = false;
+      this.every(this.recordMs);
     }
   }
 
@@ -116,6 +134,7 @@ export class Pulse {
   close(): void {
     this.closed = true;
     for (const l of [...this.listeners]) this.unsubscribe(l);
+    this.every(0);
   }
 
   private async tick(): Promise<void> {
@@ -123,8 +142,8 @@ export class Pulse {
     this.ticking = true;
     try {
       const reading = await this.o.read();
-      // After a gap (nobody listened) the last reading is too old to rate against.
-      const previous = this.last && reading.at - this.last.at <= 2 * this.intervalMs ? this.last : undefined;
+      // After a gap (a tick skipped, or no recording) the last reading is too old to rate against.
+      const previous = this.last && reading.at - this.last.at <= 2 * Math.max(this.intervalMs, this.recordMs) ? this.last : undefined;
       this.last = reading;
       this.keep(this.o.point(previous, reading));
       for (const l of [...this.listeners]) {
