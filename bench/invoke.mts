@@ -129,6 +129,10 @@ interface AbResult {
  * Two servers that differ only in `onEnv` / `offEnv`, each with the hello
  * fn, measured at 1 connection in turns (on, off, on, off, ...), so that
  * the machine's drift between rounds hits both alike; medians are reported.
+ * With `alongside` (something done to a server, e.g. a console opened on
+ * it) there is one server, measured in turns with it done and undone: two
+ * servers differ by more than what is measured then (where their containers
+ * and threads landed).
  */
 async function abAtOneConnection(
   image: string,
@@ -136,16 +140,14 @@ async function abAtOneConnection(
   offEnv: Record<string, string>,
   what: string,
   target: 'invoke' | 'management' = 'invoke',
-  /** Done to the "on" server once it is up, for all its rounds (e.g. open a console); answers how to undo it. */
   alongside?: (serverUrl: string) => Promise<() => void>,
 ): Promise<AbResult> {
   const rounds = Number(process.env['BENCH_AB_ROUNDS'] ?? 6);
   const seconds = Math.max(3, Math.round(SECONDS / 2));
   const dirs: string[] = [];
   const servers: Array<{ fnts: FntsProcess; url: string }> = [];
-  let undo: (() => void) | undefined;
   try {
-    for (const env of [onEnv, offEnv]) {
+    for (const env of alongside ? [onEnv] : [onEnv, offEnv]) {
       const dataDir = mkdtempSync(join(tmpdir(), 'fnts-bench-'));
       dirs.push(dataDir);
       const fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dataDir, 'fn.db')}`, FN_LOG_LEVEL: 'info', ...env });
@@ -155,15 +157,16 @@ async function abAtOneConnection(
       servers.push({ fnts, url: target === 'invoke' ? `${fnts.url}/invoke/${fn.id}` : `${fnts.url}/v2/apps/${app.id}` });
     }
     const how = target === 'invoke' ? {} : { method: 'GET' as const, headers: bearer() };
-    undo = await alongside?.(servers[0]!.fnts.url);
     process.stderr.write(`bench: ${what} on and off, 1 connection, ${rounds} rounds of ${seconds} s each in turns...\n`);
     for (const s of servers) await load({ url: s.url, connections: 1, seconds: 3, ...how });
-    const sides = servers.map(() => ({ rps: [] as number[], cpuUs: [] as number[], lowUs: [] as number[] }));
+    const sides = [0, 1].map(() => ({ rps: [] as number[], cpuUs: [] as number[], lowUs: [] as number[] }));
     for (let r = 0; r < rounds; r++) {
-      for (const [i, s] of servers.entries()) {
+      for (const i of [0, 1]) {
+        const s = servers[alongside ? 0 : i]!;
+        const undo = i === 0 ? await alongside?.(s.fnts.url) : undefined;
         const pid = s.fnts.proc.pid!;
         const before = threadCpu(pid);
-        const figures = await load({ url: s.url, connections: 1, seconds, pid, ...how });
+        const figures = await load({ url: s.url, connections: 1, seconds, pid, ...how }).finally(() => undo?.());
         const calls = Math.max(1, figures.rps * seconds);
         let low = 0;
         for (const [tid, t] of threadCpu(pid)) if (t.nice > 0) low += t.us - (before.get(tid)?.us ?? 0);
@@ -176,7 +179,6 @@ async function abAtOneConnection(
     const perRound = sides[0]!.rps.map((on, r) => (100 * (sides[1]!.rps[r]! - on)) / sides[1]!.rps[r]!);
     return { on: side(0), off: side(1), costPct: median(perRound), perRound, rounds };
   } finally {
-    undo?.();
     for (const s of servers) await s.fnts.stop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }
@@ -265,7 +267,7 @@ async function main(): Promise<void> {
   const records = wanted('records') ? await abAtOneConnection(image, { FNTS_CALL_RECORDS: 'on' }, { FNTS_CALL_RECORDS: 'off' }, 'call records') : undefined;
   // ---- what an open console costs: two live streams read on one server, none on the other
   const consoleOpen = wanted('console')
-    ? await abAtOneConnection(image, {}, {}, 'the console (two live streams open)', 'invoke', async (url) => {
+    ? await abAtOneConnection(image, {}, {}, 'the console (two live streams open, one server in turns)', 'invoke', async (url) => {
         const streams = [await consoleStream(url), await consoleStream(url)];
         return () => streams.forEach((s) => s.stop());
       })
