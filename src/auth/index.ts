@@ -3,7 +3,7 @@
  * node accepts (registry.ts), the first admin token (admin.ts), and
  * invoke-auth (invoke.ts). server/ guards the routes with them.
  */
-export { bearerToken, digestOf, isRole, mayUseApp, newToken, rightFor, roleHas, ROLES, sameDigest, tokenId } from './token.js';
+export { bearerToken, carriesTokenShape, digestOf, isRole, mayUseApp, newToken, rightFor, roleHas, ROLES, sameDigest, tokenId } from './token.js';
 export type { Principal, Right, Role } from './token.js';
 export { REFRESH_MSECS, TokenRegistry } from './registry.js';
 export type { Refusal, TokenCheck, TokenRegistryOptions, Verdict } from './registry.js';

@@ -5,7 +5,7 @@
  * known and before the call's body is read; anything else invokes as in
  * Fn, with no token.
  */
-import { mayUseApp, roleHas } from './token.js';
+import { carriesTokenShape, mayUseApp, roleHas } from './token.js';
 import type { TokenCheck, Verdict } from './registry.js';
 
 /** ok, or why not: missing and invalid answer 401, forbidden 403. */
@@ -13,6 +13,12 @@ export type InvokeVerdict = 'ok' | 'missing' | 'invalid' | 'forbidden';
 
 export interface InvokeGuard {
   verdict(authorization: string | undefined, appName: string): InvokeVerdict | Promise<InvokeVerdict>;
+  /**
+   * Whether an Authorization header carries a token of fnts's (at once, no
+   * round trip): it was for fnts, so it must not reach a function, invoke-auth
+   * or not; a function's own schemes (Basic, its own bearer tokens) do.
+   */
+  carriesToken(authorization: string): boolean;
 }
 
 function decide(v: Verdict, appName: string): InvokeVerdict {
@@ -26,5 +32,12 @@ export class LocalInvokeGuard implements InvokeGuard {
   verdict(authorization: string | undefined, appName: string): InvokeVerdict | Promise<InvokeVerdict> {
     const v = this.tokens.check(authorization);
     return v instanceof Promise ? v.then((x) => decide(x, appName)) : decide(v, appName);
+  }
+
+  /** Shaped like a token of fnts's, or a token this node knows (FNTS_ADMIN_TOKEN may have any shape). */
+  carriesToken(authorization: string): boolean {
+    if (carriesTokenShape(authorization)) return true;
+    const v = this.tokens.check(authorization);
+    return !(v instanceof Promise) && v.ok;
   }
 }

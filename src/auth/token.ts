@@ -105,5 +105,11 @@ export function bearerToken(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
+/** Whether an Authorization header carries a token shaped like one of fnts's (`Bearer fnts_<id>_<secret>`). */
+export function carriesTokenShape(authorization: string): boolean {
+  const token = bearerToken(authorization);
+  return token !== undefined && tokenId(token) !== undefined;
+}
+
 /** FNTS_ADMIN_TOKEN may be up to this long; no token of ours is near it. */
 const MAX_HEADER_CHARS = 1024;

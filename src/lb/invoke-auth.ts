@@ -6,7 +6,7 @@
  * the API node, and a burst of calls with one token asks once. Answers are
  * keyed by the header's digest, never kept in clear.
  */
-import { digestOf, REFRESH_MSECS, type InvokeGuard, type InvokeVerdict } from '../auth/index.js';
+import { carriesTokenShape, digestOf, REFRESH_MSECS, type InvokeGuard, type InvokeVerdict } from '../auth/index.js';
 import { ApiError, E } from '../models/index.js';
 import { askApi } from './lookup.js';
 
@@ -42,6 +42,11 @@ export class RemoteInvokeGuard implements InvokeGuard {
     });
     if (this.kept.size > MAX_KEPT) this.kept.delete(this.kept.keys().next().value!);
     return verdict;
+  }
+
+  /** Shaped like a token of fnts's (the LB holds no tokens; an FNTS_ADMIN_TOKEN of another shape is known only to API nodes). */
+  carriesToken(authorization: string): boolean {
+    return carriesTokenShape(authorization);
   }
 
   private async ask(authorization: string, app: string): Promise<InvokeVerdict> {

@@ -14,8 +14,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { sameName, withoutHeaders, withoutHopHeaders, type CallResponse, type Invoker } from '../call/index.js';
-import type { InvokeGuard } from '../auth/index.js';
+import { sameName, withoutHeaders, withoutHopHeaders, type CallResponse, type Invoker, type RawHeaders } from '../call/index.js';
+import { carriesTokenShape, type InvokeGuard } from '../auth/index.js';
 import { ApiError, E, newId, routeError, type Call } from '../models/index.js';
 import { unauthenticated } from './auth.js';
 import { toHttpError } from './errors.js';
@@ -176,8 +176,7 @@ export class InvokeHandler {
       triggerId,
       method: req.method ?? 'GET',
       url: `${tls ? 'https' : 'http'}://${framing.host ?? 'localhost'}${rawUrl}`,
-      // The caller's token was for fnts: it does not reach the function.
-      headers: fn.invokeAuth === true ? withoutHeaders(withoutHopHeaders(req.rawHeaders, 'content-length'), ['authorization']) : withoutHopHeaders(req.rawHeaders, 'content-length'),
+      headers: this.functionHeaders(req, fn.invokeAuth === true),
       createdAt: Date.now(),
     };
     if (made.type === 'detached') {
@@ -191,6 +190,22 @@ export class InvokeHandler {
       if (!res.writableFinished) call.cancel();
     });
     writeAnswer(res, callId, await call.response, this.log);
+  }
+
+  /**
+   * The caller's headers as the function gets them: a token of fnts's was
+   * for fnts and does not reach the function (a public fn's author would
+   * otherwise get the token of whoever calls it with one: a script sending
+   * its token on every request); with invoke-auth no Authorization header
+   * does. A function's own schemes (Basic, its own bearer tokens) reach a
+   * public fn, as in Fn.
+   */
+  private functionHeaders(req: IncomingMessage, invokeAuth: boolean): RawHeaders {
+    const headers = withoutHopHeaders(req.rawHeaders, 'content-length');
+    const authorization = req.headers.authorization;
+    if (authorization === undefined) return headers;
+    const ours = invokeAuth || (this.deps.guard ? this.deps.guard.carriesToken(authorization) : carriesTokenShape(authorization));
+    return ours ? withoutHeaders(headers, ['authorization']) : headers;
   }
 
   /** invoke-auth: 401 without a valid token, 403 for a token that may not invoke this app. */

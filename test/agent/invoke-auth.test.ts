@@ -91,6 +91,24 @@ describe('invoke-auth', () => {
     expect(open.status).toBe(200);
   });
 
+  it("a public fn never gets its caller's fnts token (a script may send its token on every request), but gets the function's own Authorization schemes", async () => {
+    const seen = async (authorization: string): Promise<string | undefined> => {
+      const res = await s.invoke(publicFn.id, {}, { authorization });
+      expect(res.status, res.text).toBe(200);
+      const headers = res.json.headers as Record<string, string | string[]>;
+      const found = Object.entries(headers).find(([name]) => name.toLowerCase() === 'authorization')?.[1];
+      return Array.isArray(found) ? found[0] : found;
+    };
+    // Tokens of fnts: made by it, shaped fnts_<id>_<secret>, even unknown ones; and the operator's FNTS_ADMIN_TOKEN, of any shape.
+    expect(await seen(`Bearer ${tokens['invoker']}`)).toBeUndefined();
+    expect(await seen(`bearer  ${tokens['viewer']}`)).toBeUndefined();
+    expect(await seen('Bearer fnts_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).toBeUndefined();
+    expect(await seen(bearer()['authorization']!)).toBeUndefined();
+    // The function's own: they reach it, as in Fn.
+    expect(await seen('Basic YTpi')).toBe('Basic YTpi');
+    expect(await seen('Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig')).toBe('Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig');
+  });
+
   it('refuses an annotation value other than "token", so a typo does not leave a fn open by surprise', async () => {
     const app = await s.app();
     for (const value of ['Token', 'yes', true, 1]) {
