@@ -7,7 +7,8 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, sql, SqliteAdapter, SqliteDialect, type DialectAdapter } from 'kysely';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Kysely, sql, SqliteAdapter, SqliteDialect, SqliteDriver, CompiledQuery, type DatabaseConnection, type DialectAdapter, type Driver, type QueryResult } from 'kysely';
 import { DbUrlError, parseDbUrl, type DbLocation } from '../../config/index.js';
 import { openMysql, openPostgres, type ServerOptions } from './servers.js';
 import { inPlaceThread, workerThread, type SqliteThread } from './sqlite-thread.js';
@@ -52,14 +53,105 @@ class MigrationLockingSqliteAdapter extends SqliteAdapter {
   }
 }
 
-class SqliteFileDialect extends SqliteDialect {
-  override createAdapter(): DialectAdapter {
-    return new MigrationLockingSqliteAdapter();
+function isSqliteBusy(err: unknown): boolean {
+  return String((err as { code?: unknown } | null)?.code ?? '').startsWith('SQLITE_BUSY');
+}
+
+/** How long one attempt of the server's connection may sleep on the file's lock (the event loop stops meanwhile). */
+const BUSY_SLICE_MS = 10;
+
+/**
+ * Kysely's SQLite driver, made patient without stopping the event loop.
+ * better-sqlite3 is synchronous: a statement that meets the writer thread's
+ * lock sleeps in SQLite's busy handler, and every request of the node waits
+ * with it. Here a statement sleeps at most BUSY_SLICE_MS, and when the lock
+ * is still held it is tried again after a timer (2, 4, ... 50 ms), until
+ * `patienceMs` have passed: then SQLITE_BUSY (the datastore answers 503).
+ * Only what may be tried again is: a statement outside a transaction (it
+ * did nothing), and the BEGIN of one, which is IMMEDIATE (it takes the
+ * write lock first, so nothing inside it waits for the lock).
+ */
+class PatientSqliteDriver implements Driver {
+  private inTransaction = false;
+
+  constructor(
+    private readonly inner: SqliteDriver,
+    private readonly patienceMs: number,
+  ) {}
+
+  init(): Promise<void> {
+    return this.inner.init();
+  }
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await this.inner.acquireConnection();
+    return {
+      executeQuery: <R>(query: CompiledQuery): Promise<QueryResult<R>> => (this.inTransaction ? connection.executeQuery<R>(query) : this.patiently(() => connection.executeQuery<R>(query))),
+      streamQuery: <R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> => connection.streamQuery<R>(query, chunkSize),
+    };
+  }
+
+  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+    this.inTransaction = true;
+  }
+
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await connection.executeQuery(CompiledQuery.raw('commit'));
+    } finally {
+      this.inTransaction = false;
+    }
+  }
+
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await connection.executeQuery(CompiledQuery.raw('rollback'));
+    } finally {
+      this.inTransaction = false;
+    }
+  }
+
+  releaseConnection(): Promise<void> {
+    return this.inner.releaseConnection();
+  }
+
+  destroy(): Promise<void> {
+    return this.inner.destroy();
+  }
+
+  private async patiently<T>(run: () => Promise<T>): Promise<T> {
+    const deadline = performance.now() + this.patienceMs;
+    for (let wait = 2; ; wait = Math.min(wait * 2, 50)) {
+      try {
+        return await run();
+      } catch (err) {
+        if (!isSqliteBusy(err) || performance.now() + wait > deadline) throw err;
+        await sleep(wait);
+      }
+    }
   }
 }
 
-/** `busyTimeoutMs`: how long a write waits for another writer's lock before it is refused (DatabaseBusyError, 503). */
-export async function openSqlite(path: string, busyTimeoutMs = 5000): Promise<SqlDatastore> {
+class SqliteFileDialect extends SqliteDialect {
+  constructor(
+    private readonly database: BetterSqlite3.Database,
+    private readonly patienceMs: number,
+  ) {
+    super({ database });
+  }
+
+  override createAdapter(): DialectAdapter {
+    return new MigrationLockingSqliteAdapter();
+  }
+
+  override createDriver(): Driver {
+    return new PatientSqliteDriver(new SqliteDriver({ database: this.database }), this.patienceMs);
+  }
+}
+
+/** `patienceMs`: how long a change waits for another writer's lock before it is refused (DatabaseBusyError, 503). */
+export async function openSqlite(path: string, patienceMs = 5000): Promise<SqlDatastore> {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new BetterSqlite3(path);
   // WAL keeps readers off the writer's back; NORMAL sync is durable across
@@ -68,8 +160,8 @@ export async function openSqlite(path: string, busyTimeoutMs = 5000): Promise<Sq
   database.pragma('journal_mode = WAL');
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
-  database.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
-  const db = new Kysely<Schema>({ dialect: new SqliteFileDialect({ database }) });
+  database.pragma(`busy_timeout = ${Math.min(BUSY_SLICE_MS, Math.max(0, Math.floor(patienceMs)))}`);
+  const db = new Kysely<Schema>({ dialect: new SqliteFileDialect(database, patienceMs) });
   // Started once the schema exists: records and queued calls of a file database are written by a thread of their own.
   let thread: SqliteThread | undefined;
   const writerThread = (): SqliteThread => (thread ??= path === ':memory:' ? inPlaceThread(database) : workerThread(path));

@@ -146,6 +146,33 @@ describe('sqlite datastore', () => {
     }
   });
 
+  it('waits for another writer without stopping the event loop, and writes once the lock is free', async () => {
+    const path = join(dir, 'patient.db');
+    const store = await openSqlite(path);
+    const other = new BetterSqlite3(path);
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    try {
+      other.exec('begin immediate');
+      setTimeout(() => other.exec('rollback'), 300);
+      const t0 = performance.now();
+      const app = await store.insertApp(newAppFromJson({ name: 'waited' }));
+      const waited = performance.now() - t0;
+      expect(waited).toBeGreaterThanOrEqual(250);
+      // A loop that slept in SQLite's busy handler would have ticked once or twice in those 300 ms.
+      expect(ticks).toBeGreaterThan(waited / 5 / 3);
+      expect((await store.getAppById(app.id)).name).toBe('waited');
+      // A transaction (an app's update) waits the same way, at its BEGIN.
+      other.exec('begin immediate');
+      setTimeout(() => other.exec('rollback'), 100);
+      expect((await store.updateApp(app.id, (current) => ({ ...current, config: { K: 'v' } }))).config).toEqual({ K: 'v' });
+    } finally {
+      clearInterval(ticker);
+      other.close();
+      await store.close();
+    }
+  });
+
   it('reads Fn-style FN_DB_URLs', () => {
     expect(sqlitePath('sqlite3:///var/lib/fn/fn.db')).toBe('/var/lib/fn/fn.db');
     expect(sqlitePath('sqlite3://data/fn.db', '/srv')).toBe('/srv/data/fn.db');
