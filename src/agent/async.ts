@@ -41,6 +41,12 @@ const MAX_IN_FLIGHT = 64;
 /** Calls leased per round trip to the queue, at most. */
 const LEASE_BATCH = 16;
 /**
+ * While calls run, the workers lease again only once this share of the
+ * calls they may have in flight (at most LEASE_BATCH) has ended: a backlog
+ * drains in batches, not one lease (a few round trips) per call that ends.
+ */
+const REFILL_SHARE = 1 / 4;
+/**
  * Sync calls come first: while they run, detached calls in flight are held
  * to MAX_IN_FLIGHT / (1 + SYNC_WEIGHT x the sync calls in flight: counted
  * at once as they rise, falling over about SYNC_LOAD_TAU_MS after), at
@@ -193,7 +199,8 @@ export class AsyncWorkers {
         return;
       }
       const cap = this.inFlightCap();
-      if (this.running.size >= cap) {
+      const refill = Math.min(LEASE_BATCH, Math.ceil(cap * REFILL_SHARE));
+      if (this.running.size > cap - refill) {
         // Looked at again when a call ends, or soon (the sync load may have passed).
         let timer: NodeJS.Timeout | undefined;
         const soon = new Promise<void>((resolve) => (timer = setTimeout(resolve, IDLE_POLL_MS)));
