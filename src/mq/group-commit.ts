@@ -5,7 +5,7 @@
  * one transaction). Each caller's promise settles once the group it joined
  * is written.
  *
- *   submit ──▶ open group ──(the one before it is written)──▶ write(items) ──▶ each caller settled
+ *   submit ──▶ open group ──(the one before it is written; lingerMs)──▶ write(items) ──▶ each caller settled
  *
  * A group the database refuses is written again item by item, so one bad
  * item fails no other; an error `sharedFailure` says would fail them all
@@ -27,6 +27,12 @@ export interface GroupCommitOptions<I, R> {
   /** A group's size in bytes at most (an item alone may be larger). */
   readonly maxBytes?: number;
   readonly bytesOf?: (item: I) => number;
+  /**
+   * How long a group stays open after its first item before it is written
+   * (0: written as soon as the group before it is): for submissions no
+   * caller waits on, larger groups for a little latency.
+   */
+  readonly lingerMs?: number;
   readonly sharedFailure: (err: unknown) => boolean;
 }
 
@@ -50,7 +56,9 @@ export class GroupCommit<I, R> {
       }
       const group = { parts: [part], bytes };
       this.open = group;
-      this.writing = this.writing.then(() => {
+      const linger = this.o.lingerMs ?? 0;
+      const due = linger > 0 ? Promise.all([this.writing, new Promise((r) => setTimeout(r, linger))]) : this.writing;
+      this.writing = due.then(() => {
         // From now on, submissions form the next group.
         if (this.open === group) this.open = undefined;
         return this.commit(group.parts);
