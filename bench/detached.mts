@@ -8,7 +8,8 @@
  *   accept      detached calls answered 202/s at 16 connections (each stored before its
  *               answer) and the 202's p99; ratio to sync (goal >= 2x, p99 <= sync's)
  *   drain       calls/s run from the queue once accepting stops, the fn hot; ratio to
- *               sync (goal >= 0.8x)
+ *               sync (goal >= 0.8x); the server's CPU per call drained (steadier than
+ *               the rate on a machine shared with others)
  *   backlog     BACKLOG calls queued: sync p99 at 16 connections while they wait
  *               (goal: within 20% of the run without), the server's peak RSS (goal
  *               < 300 MB), and accepts/s meanwhile (goal: its rate kept)
@@ -26,7 +27,7 @@ import { startDatabase } from '../test/support/databases.js';
 import { ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
 import { startRedis } from '../test/support/redis.js';
-import { cannon, fmt, json, type Figures } from './measure.mjs';
+import { cannon, cpuOf, fmt, json, type Figures } from './measure.mjs';
 
 const BACKENDS = ['sqlite', 'redis', 'postgres', 'mysql'] as const;
 type Backend = (typeof BACKENDS)[number];
@@ -41,6 +42,7 @@ interface Row {
   accept: Figures;
   drainRps: number;
   drained: number;
+  drainCpuUs: number;
   backlogSync: Figures;
   backlogAccept: Figures;
   peakRssMB: number;
@@ -108,8 +110,10 @@ async function measure(backend: Backend, image: string): Promise<Row> {
     // Draining alone: from the end of accepting to an empty queue.
     const drained = await depth(node);
     const drainStart = performance.now();
+    const drainCpu0 = cpuOf(pid);
     await untilEmpty(node);
     const drainRps = drained / ((performance.now() - drainStart) / 1000);
+    const drainCpuUs = (cpuOf(pid) - drainCpu0) / Math.max(1, drained);
 
     // The backlog: queued, then sync calls (and accepts) while it waits; RSS sampled throughout.
     let peakRssMB = rssMB(pid);
@@ -120,7 +124,7 @@ async function measure(backend: Backend, image: string): Promise<Row> {
       const backlogAccept = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED });
       const backlogLeft = await depth(node);
       await untilEmpty(node);
-      return { backend, sync, accept, drainRps, drained, backlogSync, backlogAccept, peakRssMB, backlogLeft };
+      return { backend, sync, accept, drainRps, drained, drainCpuUs, backlogSync, backlogAccept, peakRssMB, backlogLeft };
     } finally {
       clearInterval(sampler);
     }
@@ -142,19 +146,21 @@ async function main(): Promise<void> {
   }
   const x = (a: number, b: number): string => (b > 0 ? `${fmt(a / b, 2)}x` : '-');
   console.log(`\ndetached calls, 16 connections, ${SECONDS} s runs (ratios against the same backend's sync run)`);
-  console.log('backend    sync/s (p99)      accepted/s (p99)  ratio   µs CPU/202   drain/s  ratio   | backlog ' + `${BACKLOG}: sync/s (p99)  p99 ratio  accepted/s ratio  peak RSS`);
+  console.log('backend    sync/s (p99)      accepted/s (p99)  ratio   µs CPU/202   drain/s  ratio  µs CPU/call  | backlog ' + `${BACKLOG}: sync/s (p99)  p99 ratio  accepted/s ratio  peak RSS`);
   for (const r of rows) {
     console.log(
       `${r.backend.padEnd(10)} ${fmt(r.sync.rps).padStart(6)} (${r.sync.p99} ms)`.padEnd(29) +
         `${fmt(r.accept.rps).padStart(6)} (${r.accept.p99} ms)`.padEnd(18) +
-        `${x(r.accept.rps, r.sync.rps).padStart(6)}   ${fmt(r.accept.cpuUs ?? 0).padStart(6)}     ${fmt(r.drainRps).padStart(6)}  ${x(r.drainRps, r.sync.rps).padStart(6)}   | ` +
+        `${x(r.accept.rps, r.sync.rps).padStart(6)}   ${fmt(r.accept.cpuUs ?? 0).padStart(6)}     ${fmt(r.drainRps).padStart(6)}  ${x(r.drainRps, r.sync.rps).padStart(6)}  ${fmt(r.drainCpuUs).padStart(7)}      | ` +
         `${fmt(r.backlogSync.rps).padStart(6)} (${r.backlogSync.p99} ms)`.padEnd(21) +
         `${x(r.backlogSync.p99, r.sync.p99).padStart(6)}    ${fmt(r.backlogAccept.rps).padStart(6)} ${x(r.backlogAccept.rps, r.accept.rps).padStart(6)}   ${fmt(r.peakRssMB)} MB`,
     );
   }
   for (const r of rows) {
     const errors = [r.sync, r.accept, r.backlogSync, r.backlogAccept].reduce((n, f) => n + f.errors + f.non2xx, 0);
-    console.log(`${r.backend}: drained ${r.drained} queued calls after accepting; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers`);
+    console.log(
+      `${r.backend}: server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; drained ${r.drained} queued calls after accepting; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers`,
+    );
   }
 }
 

@@ -4,7 +4,7 @@ import type { Invoker, RunningCall } from '../call/index.js';
 import { openSqlite, type SqlDatastore } from '../datastore/index.js';
 import { callToJson, type Call, type CallFn } from '../models/index.js';
 import { successOutcome } from '../../test/support/outcomes.js';
-import { SqliteQueue } from '../mq/index.js';
+import { SqliteQueue, type Queue } from '../mq/index.js';
 import { AsyncWorkers } from './async.js';
 
 const fn = {
@@ -46,6 +46,21 @@ function slowInvoker(ms: number, sync: () => number): Invoker & { peak: number; 
   return inv;
 }
 
+/** Workers on `queue` through `invoker`, always with room, records dropped: started. */
+function startWorkers(queue: Queue, invoker: Invoker): AsyncWorkers {
+  const workers = new AsyncWorkers({
+    invoker,
+    queue,
+    resources: { waitAsyncCapacity: async () => undefined },
+    log: pino({ level: 'silent' }),
+    record: async () => undefined,
+    instance: 'me',
+    isInstanceAlive: () => true,
+  });
+  workers.start();
+  return workers;
+}
+
 describe('the async workers', () => {
   let ds: SqlDatastore | undefined;
   let workers: AsyncWorkers | undefined;
@@ -62,16 +77,7 @@ describe('the async workers', () => {
       await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
     }
     const invoker = slowInvoker(50, () => sync);
-    workers = new AsyncWorkers({
-      invoker,
-      queue,
-      resources: { waitAsyncCapacity: async () => undefined },
-      log: pino({ level: 'silent' }),
-      record: async () => undefined,
-      instance: 'me',
-      isInstanceAlive: () => true,
-    });
-    workers.start();
+    workers = startWorkers(queue, invoker);
     await new Promise((r) => setTimeout(r, 1000));
     return invoker;
   }
@@ -88,5 +94,53 @@ describe('the async workers', () => {
     // Beside 16 sync calls: the backlog still moves, on what they leave.
     expect(busy.peak).toBeLessThanOrEqual(3);
     expect(busy.ran).toBeGreaterThan(10);
+  });
+
+  it("leases the calls of a fn it has run for the fn's timeout from the start: an extend only for the first ones", async () => {
+    ds = await openSqlite(':memory:');
+    const queue = new SqliteQueue(ds.thread!);
+    const enqueue = async (from: number, to: number): Promise<void> => {
+      for (let i = from; i < to; i++) {
+        const c = call(`c${i}`);
+        await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
+      }
+    };
+    await enqueue(0, 10);
+    let extends_ = 0;
+    const counted = Object.assign(Object.create(queue) as SqliteQueue, {
+      extend: (id: string, ms: number) => {
+        extends_++;
+        return queue.extend(id, ms);
+      },
+    });
+    // Calls that last long enough to look at their leases while they run.
+    const invoker = slowInvoker(400, () => 0);
+    workers = startWorkers(counted, invoker);
+    const leases = async (): Promise<number[]> => {
+      const rows = await ds!.database().selectFrom('mq').select('lease_until').where('state', '=', 'leased').execute();
+      return rows.map((r) => Number(r.lease_until) - Date.now());
+    };
+    const until = async (done: () => Promise<boolean>): Promise<void> => {
+      const deadline = Date.now() + 5000;
+      while (!(await done())) {
+        if (Date.now() > deadline) throw new Error('timed out');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    await until(async () => (await leases()).length === 10);
+    // The first calls of F: leased for long, cut to their timeout (30 s) and 30 s by an extend each.
+    expect(extends_).toBe(10);
+    for (const ms of await leases()) expect(ms).toBeLessThanOrEqual(60_000);
+    await until(async () => invoker.ran === 10);
+    await enqueue(10, 30);
+    workers.notify();
+    await until(async () => (await leases()).length === 20);
+    // F's next calls: leased for F's time at once, with no extend.
+    expect(extends_).toBe(10);
+    for (const ms of await leases()) {
+      expect(ms).toBeLessThanOrEqual(60_000);
+      expect(ms).toBeGreaterThan(55_000);
+    }
+    await until(async () => invoker.ran === 30);
   });
 });

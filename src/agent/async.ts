@@ -29,6 +29,10 @@ import type { ResourceTracker } from './resource.js';
 
 /** Added to a call's timeout for its lease: a worker alive renews it long before. */
 const LEASE_HEADROOM_MS = 30_000;
+/** The lease of a call of a fn the workers have not run lately: cut to the call's own (an extend) once its timeout is read. */
+const FIRST_LEASE_MS = 5 * 60_000;
+/** Fns whose calls' lease the workers remember (the most recently run): their calls are leased for it from the start. */
+const LEASE_FNS = 32;
 /** How often the workers look for calls held by servers (sharing the queue) that died. */
 const RELEASE_DEAD_EVERY_MS = 5000;
 const IDLE_POLL_MS = 200;
@@ -36,6 +40,12 @@ const IDLE_POLL_MS = 200;
 const MAX_IN_FLIGHT = 64;
 /** Calls leased per round trip to the queue, at most. */
 const LEASE_BATCH = 16;
+/**
+ * While calls run, the workers lease again only once this share of the
+ * calls they may have in flight (at most LEASE_BATCH) has ended: a backlog
+ * drains in batches, not one lease (a few round trips) per call that ends.
+ */
+const REFILL_SHARE = 1 / 4;
 /**
  * Sync calls come first: while they run, detached calls in flight are held
  * to MAX_IN_FLIGHT / (1 + SYNC_WEIGHT x the sync calls in flight: counted
@@ -103,6 +113,13 @@ export class AsyncWorkers {
   /** Sync calls in flight: the latest count, or a decaying average of the past while higher (see SYNC_WEIGHT). */
   private syncLoad = 0;
   private syncSampledAt = performance.now();
+  /**
+   * The lease a call of each fn run lately needs (its timeout and
+   * LEASE_HEADROOM_MS), most recent last: reserveBatch leases its calls for
+   * that at once, so they run without an extend first, and a server that
+   * dies leaves them for no longer than it would have after that extend.
+   */
+  private readonly fnLeases = new Map<string, number>();
 
   constructor(private readonly o: AsyncWorkersOptions) {}
 
@@ -182,7 +199,8 @@ export class AsyncWorkers {
         return;
       }
       const cap = this.inFlightCap();
-      if (this.running.size >= cap) {
+      const refill = Math.min(LEASE_BATCH, Math.ceil(cap * REFILL_SHARE));
+      if (this.running.size > cap - refill) {
         // Looked at again when a call ends, or soon (the sync load may have passed).
         let timer: NodeJS.Timeout | undefined;
         const soon = new Promise<void>((resolve) => (timer = setTimeout(resolve, IDLE_POLL_MS)));
@@ -198,9 +216,10 @@ export class AsyncWorkers {
         continue;
       }
       let items: QueuedCall[];
+      // What each item is leased for: its fn's known lease, else a generous one cut to the call's own once it is read.
+      const leases = new Map(this.fnLeases);
       try {
-        // A generous lease to start with; renewed from the call's own timeout once it is read.
-        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, cap - this.running.size), 5 * 60_000, this.o.instance);
+        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, cap - this.running.size), FIRST_LEASE_MS, this.o.instance, leases);
       } catch (err) {
         this.o.log.error({ err }, 'could not read the queue of detached calls');
         await this.pause(1000);
@@ -211,15 +230,15 @@ export class AsyncWorkers {
         continue;
       }
       for (const item of items) {
-        const job = this.execute(item);
+        const job = this.execute(item, leases.get(item.fnId) ?? FIRST_LEASE_MS);
         this.running.add(job);
         void job.finally(() => this.running.delete(job));
       }
     }
   }
 
-  /** Runs a leased call; resolves once it is answered, its settling left running (in `settling`). Never rejects. */
-  private async execute(item: QueuedCall): Promise<void> {
+  /** Runs a call leased for `leasedMs`; resolves once it is answered, its settling left running (in `settling`). Never rejects. */
+  private async execute(item: QueuedCall, leasedMs: number): Promise<void> {
     const { id, attempts, redeliveries, maxAttempts } = item;
     const fail = (err: unknown): void => this.o.log.error({ err, call: id }, 'a detached call could not be settled; it will run again');
     let call: Call;
@@ -236,7 +255,7 @@ export class AsyncWorkers {
     }
     let ran: { outcome: CallOutcome; log: Promise<string> };
     try {
-      ran = await this.runLeased(call, item);
+      ran = await this.runLeased(call, item, leasedMs);
     } catch (err) {
       fail(err);
       return;
@@ -249,10 +268,19 @@ export class AsyncWorkers {
     void job.finally(() => this.settling.delete(job));
   }
 
-  /** Runs the call with its lease kept alive; resolves once it is over (its answer drained). */
-  private async runLeased(call: Call, item: QueuedCall): Promise<{ outcome: CallOutcome; log: Promise<string> }> {
+  /** Remembers the lease the calls of `fnId` need (see fnLeases). */
+  private fnLease(fnId: string, leaseMs: number): void {
+    this.fnLeases.delete(fnId);
+    this.fnLeases.set(fnId, leaseMs);
+    if (this.fnLeases.size > LEASE_FNS) this.fnLeases.delete(this.fnLeases.keys().next().value!);
+  }
+
+  /** Runs the call (leased for `leasedMs`) with its lease kept alive as its timeout needs; resolves once it is over (its answer drained). */
+  private async runLeased(call: Call, item: QueuedCall, leasedMs: number): Promise<{ outcome: CallOutcome; log: Promise<string> }> {
     const leaseMs = call.fn.timeoutS * 1000 + LEASE_HEADROOM_MS;
-    await this.o.queue.extend(item.id, leaseMs);
+    this.fnLease(item.fnId, leaseMs);
+    // Leased for another time (a fn not run lately, or whose timeout changed): its own lease from now.
+    if (leasedMs !== leaseMs) await this.o.queue.extend(item.id, leaseMs);
     const renew = setInterval(() => {
       this.o.queue.extend(item.id, leaseMs).catch((err: unknown) => this.o.log.warn({ err, call: item.id }, 'could not extend a lease'));
     }, leaseMs / 3);

@@ -56,6 +56,49 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       ]);
     });
 
+    it("leases an item of a fn it is told the time of for that fn's time, the others for the lease asked", async () => {
+      const q = await queue();
+      await q.enqueue(item('a'));
+      t += 1;
+      await q.enqueue({ ...item('b'), fnId: 'f2' });
+      t += 1;
+      await q.enqueue({ ...item('c'), fnId: 'f3' });
+      const leased = await q.reserveBatch(
+        3,
+        1000,
+        'w1',
+        new Map([
+          ['f2', 5000],
+          ['f3', 500],
+        ]),
+      );
+      expect(leased.map((c) => c.id)).toEqual(['a', 'b', 'c']);
+      // Taken back as each lease ends (by a worker leasing for long).
+      t += 501;
+      expect((await q.reserveBatch(3, 60_000, 'w2')).map((c) => c.id)).toEqual(['c']);
+      t += 500;
+      expect((await q.reserveBatch(3, 60_000, 'w2')).map((c) => c.id)).toEqual(['a']);
+      t += 3998;
+      expect(await q.reserveBatch(3, 60_000, 'w2')).toEqual([]);
+      t += 1;
+      expect(await q.reserveBatch(3, 60_000, 'w2')).toMatchObject([{ id: 'b', redeliveries: 1 }]);
+    });
+
+    it('acknowledges calls that end together, each gone once its acknowledgement resolves, the others untouched', async () => {
+      const q = await queue();
+      const ids = Array.from({ length: 40 }, (_, i) => `c${i}`);
+      await Promise.all(ids.map((id) => q.enqueue(item(id))));
+      expect(await q.reserveBatch(40, 30_000, 'w1')).toHaveLength(40);
+      // Half of them at once (and one the queue does not hold), the rest left leased.
+      await Promise.all([...ids.slice(0, 20), 'never'].map((id) => q.ack(id)));
+      expect(await q.has(ids)).toEqual(new Set(ids.slice(20)));
+      expect(await q.size()).toBe(20);
+      await Promise.all(ids.slice(20).map((id) => q.ack(id)));
+      expect(await q.size()).toBe(0);
+      t += 30_000;
+      expect(await q.reserveBatch(40, 30_000, 'w2')).toEqual([]);
+    });
+
     it('queues calls submitted at once (as a busy intake does), each answered with its own id, one call per idempotency key', async () => {
       const q = await queue();
       const ids = await Promise.all(Array.from({ length: 100 }, (_, i) => q.enqueue({ ...item(`c${i}`), body: Buffer.from(`body ${i}`) }, i % 10 === 0 ? 'same' : undefined)));

@@ -56,8 +56,14 @@ export interface Queue {
   redrive(fnId: string, id: string): Promise<boolean>;
   /** The oldest ready item, leased for `leaseMs` to `holder` (a process); undefined when none is ready. */
   reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined>;
-  /** Up to `max` of the oldest ready items, oldest first, leased as reserve() leases one, in one round trip where the backend allows. */
-  reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]>;
+  /**
+   * Up to `max` of the oldest ready items, oldest first, leased as reserve()
+   * leases one, in one round trip where the backend allows. An item of a fn
+   * `leaseByFn` names is leased for that fn's time rather than `leaseMs`
+   * (a worker that knows how long a fn's calls may run leases them for that
+   * from the start, with no extend() before it runs them).
+   */
+  reserveBatch(max: number, leaseMs: number, holder: string, leaseByFn?: ReadonlyMap<string, number>): Promise<QueuedCall[]>;
   /**
    * Ends at once the leases of holders `isDead` says are gone (a server
    * killed mid-call, restarted): their items are ready again, each with one
@@ -66,6 +72,11 @@ export interface Queue {
   releaseDead(isDead: (holder: string) => boolean): Promise<number>;
   /** Extends a lease still held. */
   extend(id: string, leaseMs: number): Promise<void>;
+  /**
+   * Removes the item, body and all. Acknowledgements that come together
+   * may share one round trip (one statement, one pipeline): each resolves
+   * only once its own item is gone, and throws if it could not be removed.
+   */
   ack(id: string): Promise<void>;
   retry(id: string, delayMs: number, counted: boolean): Promise<void>;
   dead(id: string, reason: string): Promise<void>;

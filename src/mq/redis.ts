@@ -45,6 +45,10 @@ if not id then
   id = redis.call('ZRANGEBYSCORE', p .. 'leased', '-inf', now, 'LIMIT', 0, 1)[1]
 end
 if not id then return false end
+local fn = redis.call('HGET', p .. 'item:' .. id, 'fn_id')
+for i = 4, #ARGV - 1, 2 do
+  if ARGV[i] == fn then lease = tonumber(ARGV[i + 1]) end
+end
 redis.call('ZREM', p .. from, id)
 redis.call('ZADD', p .. 'leased', now + lease, id)
 redis.call('HSET', p .. 'item:' .. id, 'state', 'leased', 'holder', holder)
@@ -172,9 +176,10 @@ export class RedisQueue implements Queue {
     return (await this.run('fnts_enqueue', item.id, this.now(), item.fnId, item.callJson, item.body, item.maxAttempts, key ?? '', IDEMPOTENCY_WINDOW_MS)) as string;
   }
 
-  async reserve(leaseMs: number, holder: string): Promise<QueuedCall | undefined> {
+  async reserve(leaseMs: number, holder: string, leaseByFn?: ReadonlyMap<string, number>): Promise<QueuedCall | undefined> {
+    const byFn = leaseByFn ? [...leaseByFn].flat() : [];
     // Answered as bytes: the body comes back as the Buffer it went in as.
-    const r = (await (this.redis as unknown as Commands)['fnts_reserveBuffer'](this.prefix, this.now(), leaseMs, holder)) as Buffer[] | null;
+    const r = (await (this.redis as unknown as Commands)['fnts_reserveBuffer'](this.prefix, this.now(), leaseMs, holder, ...byFn)) as Buffer[] | null;
     if (!r) return undefined;
     const [id, fnId, callJson, body, attempts, maxAttempts, redeliveries] = r as [Buffer, Buffer, Buffer, Buffer, Buffer, Buffer, Buffer];
     return {
@@ -189,8 +194,8 @@ export class RedisQueue implements Queue {
   }
 
   /** Up to `max` leases in one round trip (the scripts go in one pipeline). */
-  async reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]> {
-    const got = await Promise.all(Array.from({ length: max }, () => this.reserve(leaseMs, holder)));
+  async reserveBatch(max: number, leaseMs: number, holder: string, leaseByFn?: ReadonlyMap<string, number>): Promise<QueuedCall[]> {
+    const got = await Promise.all(Array.from({ length: max }, () => this.reserve(leaseMs, holder, leaseByFn)));
     return got.filter((c): c is QueuedCall => c !== undefined);
   }
 

@@ -16,7 +16,9 @@
  *   reserve:  up to n items leased in one statement (Postgres: FOR UPDATE SKIP
  *             LOCKED; MySQL: pick, lease and read in one transaction), picked
  *             in index order, their bodies read in one query
- *   ack, prune: item, then its body
+ *   ack:      group commit as enqueue: the items of the calls acknowledged together
+ *             and their bodies removed in one statement
+ *   prune:    item, then its body
  *
  * A body no item refers to (an enqueue cut short by a crash) is removed by
  * pruneDead once ORPHAN_BODY_MS old.
@@ -24,6 +26,7 @@
 import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
 import { DatabaseUnavailableError, kindOf, StorageFullError, type SqlKind, type SqlSchema } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
+import { GroupCommit } from './group-commit.js';
 import { bodyChunks, ORPHAN_BODY_MS } from './sqlite-program.js';
 
 /** Ids per `IN (...)` list: well under every database's limit on bound parameters. */
@@ -31,17 +34,28 @@ const IDS_PER_QUERY = 500;
 /** Calls per group commit, and body bytes per group (MariaDB refuses statements over 16 MiB by default): more wait for the next. */
 const GROUP_CALLS = 500;
 const GROUP_BYTES = 4 * 1024 * 1024;
+/** How long acknowledgements gather before they are written: a backlog drained at 500 calls/s removes them about 10 at a time. */
+const ACK_LINGER_MS = 20;
 /** Rows per INSERT statement (14 columns each at most: well within bound-parameter limits). */
 const ROWS_PER_INSERT = 500;
 
 type NewItem = Omit<QueuedCall, 'attempts' | 'redeliveries'>;
 
+/** Errors that would fail every part of a group again: the group fails at once rather than part by part. */
+const sharedFailure = (err: unknown): boolean => err instanceof DatabaseUnavailableError || err instanceof StorageFullError;
+
 /** One caller's enqueue in a group commit. */
 interface Part {
   readonly item: NewItem;
   readonly key: string | undefined;
-  resolve(id: string): void;
-  reject(err: unknown): void;
+}
+
+/** A lease being taken: when, for how long (per fn, where `byFn` says), by whom. */
+interface Lease {
+  readonly now: number;
+  readonly ms: number;
+  readonly byFn: ReadonlyMap<string, number> | undefined;
+  readonly holder: string;
 }
 
 /** The columns a lease answers with. */
@@ -58,42 +72,28 @@ export class SqlQueue implements Queue {
     this.kind = kindOf(db());
   }
 
-  /** The group being gathered (joined by enqueues while the one before it is written). */
-  private group: { parts: Part[]; bytes: number } | undefined;
-  /** The group commit in progress: groups are written one at a time, in order. */
-  private writing: Promise<void> = Promise.resolve();
+  /** Enqueues, written a group at a time (see the top of the file). */
+  private readonly enqueues = new GroupCommit<Part, string>({
+    write: (parts) => this.write(parts),
+    maxItems: GROUP_CALLS,
+    maxBytes: GROUP_BYTES,
+    bytesOf: (p) => p.item.body.length,
+    sharedFailure,
+  });
+  /** Acknowledgements of calls that ended together: one statement for their items, one for their bodies. */
+  private readonly acks = new GroupCommit<string, void>({
+    write: async (ids) => {
+      await this.drop(ids);
+      return ids.map(() => undefined);
+    },
+    maxItems: IDS_PER_QUERY,
+    // Nobody waits on an ack but the worker settling its call: larger groups, fewer round trips.
+    lingerMs: ACK_LINGER_MS,
+    sharedFailure,
+  });
 
   async enqueue(item: NewItem, key?: string): Promise<string> {
-    return new Promise<string>((resolve, reject) => {
-      const part: Part = { item, key, resolve, reject };
-      const open = this.group;
-      if (open && open.parts.length < GROUP_CALLS && open.bytes + item.body.length <= GROUP_BYTES) {
-        open.parts.push(part);
-        open.bytes += item.body.length;
-        return;
-      }
-      const group = { parts: [part], bytes: item.body.length };
-      this.group = group;
-      this.writing = this.writing.then(() => {
-        // From now on, enqueues form the next group.
-        if (this.group === group) this.group = undefined;
-        return this.commit(group.parts);
-      });
-    });
-  }
-
-  /** Writes a group; settles each caller. A group the database refuses is tried again part by part, so one bad call fails no other. Never rejects. */
-  private async commit(parts: readonly Part[]): Promise<void> {
-    try {
-      const ids = await this.write(parts);
-      parts.forEach((p, i) => p.resolve(ids[i]!));
-    } catch (err) {
-      if (parts.length === 1 || err instanceof DatabaseUnavailableError || err instanceof StorageFullError) {
-        for (const p of parts) p.reject(err);
-        return;
-      }
-      for (const p of parts) await this.write([p]).then(([id]) => p.resolve(id!), p.reject);
-    }
+    return this.enqueues.submit({ item, key });
   }
 
   /** One transaction: keys checked in order (a key twice in the group names the first call), then the new calls' bodies and items, many rows a statement. */
@@ -176,17 +176,17 @@ export class SqlQueue implements Queue {
   }
 
   /** Lapsed leases first (their holders died), then the oldest ready items; bodies read in one query. */
-  async reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]> {
+  async reserveBatch(max: number, leaseMs: number, holder: string, leaseByFn?: ReadonlyMap<string, number>): Promise<QueuedCall[]> {
     if (max <= 0) return [];
-    const now = this.now();
-    const rows = this.kind === 'mysql' ? await this.leaseMysql(max, now, leaseMs, holder) : await this.leaseMany(max, now, leaseMs, holder);
+    const lease: Lease = { now: this.now(), ms: leaseMs, byFn: leaseByFn, holder };
+    const rows = this.kind === 'mysql' ? await this.leaseMysql(max, lease) : await this.leaseMany(max, lease);
     rows.sort((a, b) => Number(a.available_at) - Number(b.available_at) || Number(a.enqueued_at) - Number(b.enqueued_at));
     const bodies = await this.readBodies(rows.map((r) => ({ id: r.id, bytes: Number(r.body_bytes) })));
     return rows.map((r) => ({ id: r.id, fnId: r.fn_id, callJson: r.call_json, body: bodies.get(r.id)!, attempts: r.attempts, maxAttempts: r.max_attempts, redeliveries: r.redeliveries }));
   }
 
   /** What a lease sets: an item still `leased` is one whose lease ended, taken back and counted. */
-  private leaseSet(now: number, leaseMs: number, holder: string) {
+  private leaseSet({ now, ms, byFn, holder }: Lease) {
     // redeliveries first: MySQL assigns left to right, each assignment seeing the ones before it.
     return (eb: ExpressionBuilder<SqlSchema, 'mq'>) => ({
       redeliveries: eb
@@ -196,9 +196,21 @@ export class SqlQueue implements Queue {
         .else(eb.ref('redeliveries'))
         .end(),
       state: 'leased',
-      lease_until: now + leaseMs,
+      lease_until: SqlQueue.leaseUntil(eb, now, ms, byFn),
       leased_by: holder,
     });
+  }
+
+  /** The end of an item's lease: its fn's own time when `byFn` names the fn, else `ms`. */
+  private static leaseUntil(eb: ExpressionBuilder<SqlSchema, 'mq'>, now: number, ms: number, byFn: ReadonlyMap<string, number> | undefined) {
+    if (!byFn || byFn.size === 0) return now + ms;
+    const fns = [...byFn];
+    let until = eb
+      .case('fn_id')
+      .when(fns[0]![0])
+      .then(now + fns[0]![1]);
+    for (const [fnId, fnMs] of fns.slice(1)) until = until.when(fnId).then(now + fnMs);
+    return until.else(now + ms).end();
   }
 
   /** Items a lease may take at `now`: ready ones due, and leased ones whose lease ended. */
@@ -225,34 +237,32 @@ export class SqlQueue implements Queue {
    * the pick locks its rows and skips rows others hold, and the lease's own
    * condition is checked again on each row it updates.
    */
-  private async leaseMany(max: number, now: number, leaseMs: number, holder: string) {
-    const lease = (lapsed: boolean, n: number) =>
+  private async leaseMany(max: number, lease: Lease) {
+    const now = lease.now;
+    const leaseSome = (lapsed: boolean, n: number) =>
       this.db()
         .updateTable('mq')
-        .set(this.leaseSet(now, leaseMs, holder))
+        .set(this.leaseSet(lease))
         // Postgres runs an `IN (subquery)` as often as its plan likes, and with SKIP LOCKED each run
         // picks other rows (more than n in all); an array of the pick is evaluated once.
         .where((eb) => (this.kind === 'postgres' ? eb('id', '=', eb.fn.any(sql<string[]>`array(${this.pick(this.db(), lapsed, now, n)})`)) : eb('id', 'in', this.pick(this.db(), lapsed, now, n))))
         .where(SqlQueue.leasable(now))
         .returning(LEASED)
         .execute();
-    const lapsed = await lease(true, max);
-    return lapsed.length < max ? [...lapsed, ...(await lease(false, max - lapsed.length))] : lapsed;
+    const lapsed = await leaseSome(true, max);
+    return lapsed.length < max ? [...lapsed, ...(await leaseSome(false, max - lapsed.length))] : lapsed;
   }
 
   /** MySQL (no UPDATE ... RETURNING, no subquery on the updated table): pick with SKIP LOCKED, lease and read in one transaction. */
-  private async leaseMysql(max: number, now: number, leaseMs: number, holder: string) {
+  private async leaseMysql(max: number, lease: Lease) {
+    const now = lease.now;
     return this.db()
       .transaction()
       .execute(async (trx) => {
         const ids = (await this.pick(trx, true, now, max).execute()).map((r) => r.id);
         if (ids.length < max) ids.push(...(await this.pick(trx, false, now, max - ids.length).execute()).map((r) => r.id));
         if (ids.length === 0) return [];
-        await trx
-          .updateTable('mq')
-          .set(this.leaseSet(now, leaseMs, holder))
-          .where('id', 'in', ids)
-          .execute();
+        await trx.updateTable('mq').set(this.leaseSet(lease)).where('id', 'in', ids).execute();
         return trx.selectFrom('mq').select(LEASED).where('id', 'in', ids).execute();
       });
   }
@@ -310,9 +320,24 @@ export class SqlQueue implements Queue {
   }
 
   async ack(id: string): Promise<void> {
-    // The item first: a body without its item is a leftover pruneDead removes; an item without its body could not run.
-    await this.db().deleteFrom('mq').where('id', '=', id).execute();
-    await this.db().deleteFrom('mq_bodies').where('id', '=', id).execute();
+    return this.acks.submit(id);
+  }
+
+  /**
+   * Removes items and their bodies in one statement (atomic) on Postgres
+   * and MySQL; in two on SQLite (tests), the items first: a body without
+   * its item is a leftover pruneDead removes, an item without its body
+   * could not run.
+   */
+  private async drop(ids: readonly string[]): Promise<void> {
+    const db = this.db();
+    const list = sql.join(ids.map((id) => sql.val(id)));
+    if (this.kind === 'postgres') await sql`with gone as (delete from mq where id in (${list})) delete from mq_bodies where id in (${list})`.execute(db);
+    else if (this.kind === 'mysql') await sql`delete mq, mq_bodies from mq left join mq_bodies on mq_bodies.id = mq.id where mq.id in (${list})`.execute(db);
+    else {
+      await db.deleteFrom('mq').where('id', 'in', ids).execute();
+      await db.deleteFrom('mq_bodies').where('id', 'in', ids).execute();
+    }
   }
 
   async retry(id: string, delayMs: number, counted: boolean): Promise<void> {

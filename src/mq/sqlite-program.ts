@@ -58,13 +58,11 @@ export function queueProgram(db: BetterSqlite3.Database): SqliteProgram {
       "VALUES (@id, @fn_id, @call_json, @body_bytes, 0, @max_attempts, 'ready', @at, @at, 0, NULL, NULL, 0, NULL)",
   );
   // Both branches read mq_state_available_idx in order; SQLite merges them.
-  const leasable = db
-    .prepare<{ now: number; n: number }, string>(
-      "SELECT id, available_at, enqueued_at FROM mq WHERE state = 'ready' AND available_at <= @now " +
-        "UNION ALL SELECT id, available_at, enqueued_at FROM mq WHERE state = 'leased' AND lease_until <= @now " +
-        'ORDER BY available_at, enqueued_at LIMIT @n',
-    )
-    .pluck();
+  const leasable = db.prepare<{ now: number; n: number }, { id: string; fn_id: string }>(
+    "SELECT id, fn_id, available_at, enqueued_at FROM mq WHERE state = 'ready' AND available_at <= @now " +
+      "UNION ALL SELECT id, fn_id, available_at, enqueued_at FROM mq WHERE state = 'leased' AND lease_until <= @now " +
+      'ORDER BY available_at, enqueued_at LIMIT @n',
+  );
   // A lease of an item still `leased` takes back one whose lease ended: counted.
   const lease = db.prepare<{ id: string; until: number; holder: string; now: number }, Omit<LeasedRow, 'body'> & { body_bytes: number }>(
     "UPDATE mq SET redeliveries = CASE WHEN state = 'leased' THEN redeliveries + 1 ELSE redeliveries END, state = 'leased', lease_until = @until, leased_by = @holder " +
@@ -103,11 +101,11 @@ export function queueProgram(db: BetterSqlite3.Database): SqliteProgram {
       putItem.run({ id: item.id, fn_id: item.fnId, call_json: item.callJson, body_bytes: body.length, max_attempts: item.maxAttempts, at });
       return item.id;
     },
-    /** Leases up to `n` items, oldest first, each with its body in a buffer of its own (handed over, not copied). */
-    lease(n: number, leaseMs: number, holder: string, now: number): LeasedRow[] {
+    /** Leases up to `n` items, oldest first (for `leaseMs`, or their fn's time in `leaseByFn`), each with its body in a buffer of its own (handed over, not copied). */
+    lease(n: number, leaseMs: number, holder: string, now: number, leaseByFn?: ReadonlyMap<string, number>): LeasedRow[] {
       const leased: LeasedRow[] = [];
-      for (const id of leasable.all({ now, n })) {
-        const row = lease.get({ id, until: now + leaseMs, holder, now });
+      for (const { id, fn_id: fnId } of leasable.all({ now, n })) {
+        const row = lease.get({ id, until: now + (leaseByFn?.get(fnId) ?? leaseMs), holder, now });
         if (!row) continue;
         const { body_bytes: bytes, ...rest } = row;
         const body = Buffer.allocUnsafeSlow(bytes);

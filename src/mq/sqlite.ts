@@ -63,8 +63,8 @@ export class SqliteQueue implements Queue {
     return (await this.reserveBatch(1, leaseMs, holder))[0];
   }
 
-  async reserveBatch(max: number, leaseMs: number, holder: string): Promise<QueuedCall[]> {
-    const rows = await this.op<LeasedRow[]>('lease', [max, leaseMs, holder, this.now()]);
+  async reserveBatch(max: number, leaseMs: number, holder: string, leaseByFn?: ReadonlyMap<string, number>): Promise<QueuedCall[]> {
+    const rows = await this.op<LeasedRow[]>('lease', [max, leaseMs, holder, this.now(), leaseByFn]);
     return rows.map((r) => ({ id: r.id, fnId: r.fn_id, callJson: r.call_json, body: asBuffer(r.body), attempts: r.attempts, maxAttempts: r.max_attempts, redeliveries: r.redeliveries }));
   }
 

@@ -99,6 +99,27 @@ for (const kind of DATABASE_KINDS) {
       });
     }
 
+    it("removes calls' bodies, every chunk, with their items when calls acknowledged together are, and no other body", async () => {
+      const store = await storeOn('fresh')();
+      try {
+        const queue = databaseQueue(store);
+        // Bodies of several chunks, each its own buffer (SQLite's thread takes a buffer's memory).
+        for (const [id, bytes] of [
+          ['a', 600 * 1024],
+          ['b', 1],
+          ['c', 600 * 1024],
+        ] as const)
+          await queue.enqueue({ id, fnId: 'f', callJson: '{}', body: Buffer.alloc(bytes, 7), maxAttempts: 1 });
+        expect(await queue.reserveBatch(3, 60_000, 'w')).toHaveLength(3);
+        await Promise.all([queue.ack('a'), queue.ack('b')]);
+        const bodies = await store.database().selectFrom('mq_bodies').select('id').distinct().execute();
+        expect(bodies).toEqual([{ id: 'c' }]);
+        expect(await queue.has(['a', 'b', 'c'])).toEqual(new Set(['c']));
+      } finally {
+        await store.close();
+      }
+    });
+
     it('keeps API tokens (their digests) as given, oldest first, and removes them once', async () => {
       const store = await storeOn('fresh')();
       try {

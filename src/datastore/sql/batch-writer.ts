@@ -1,7 +1,7 @@
 /**
  * Call records and logs on a database server (Postgres, MySQL): each batch
  * one transaction of multi-row upserts (a few statements for a thousand
- * records), over the pool, so the event loop only waits on the network.
+ * records; a batch of one statement goes without BEGIN and COMMIT), over the pool, so the event loop only waits on the network.
  * Same meaning as SQLite's writer (sqlite-writer.ts): a record replaces an
  * earlier one of its id and keeps the log stored with it; a log whose
  * record is not stored yet waits in a `running` placeholder.
@@ -39,7 +39,7 @@ function* statements(rows: readonly CallsTable[]): Generator<CallsTable[]> {
   if (batch.length > 0) yield batch;
 }
 
-async function upsert(trx: Transaction<Schema>, kind: 'postgres' | 'mysql', rows: CallsTable[]): Promise<void> {
+async function upsert(trx: Kysely<Schema>, kind: 'postgres' | 'mysql', rows: CallsTable[]): Promise<void> {
   const insert = trx.insertInto('calls').values(rows);
   if (kind === 'postgres') {
     await insert
@@ -98,10 +98,13 @@ export function serverWriter(db: () => Kysely<Schema>, kind: 'postgres' | 'mysql
   return {
     async write(records, logs) {
       const { rows, alone } = callRows(records, logs);
+      const batches = [...statements(rows)];
+      // One statement is atomic by itself: no BEGIN and COMMIT round trips around it.
+      if (batches.length === 1 && alone.length === 0) return upsert(db(), kind, batches[0]!);
       await db()
         .transaction()
         .execute(async (trx) => {
-          for (const batch of statements(rows)) await upsert(trx, kind, batch);
+          for (const batch of batches) await upsert(trx, kind, batch);
           for (const log of alone) await placeLog(trx, kind, log);
         });
     },
