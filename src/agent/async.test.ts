@@ -46,14 +46,14 @@ function slowInvoker(ms: number, sync: () => number): Invoker & { peak: number; 
   return inv;
 }
 
-/** Workers on `queue` through `invoker`, always with room, records dropped: started. */
-function startWorkers(queue: Queue, invoker: Invoker): AsyncWorkers {
+/** Workers on `queue` through `invoker`, always with room, records dropped (or given to `record`): started. */
+function startWorkers(queue: Queue, invoker: Invoker, record: () => Promise<void> = async () => undefined): AsyncWorkers {
   const workers = new AsyncWorkers({
     invoker,
     queue,
     resources: { waitAsyncCapacity: async () => undefined },
     log: pino({ level: 'silent' }),
-    record: async () => undefined,
+    record,
     instance: 'me',
     isInstanceAlive: () => true,
   });
@@ -69,15 +69,15 @@ describe('the async workers', () => {
     await ds?.close();
   });
 
-  async function run(sync: number): Promise<{ peak: number; ran: number }> {
+  async function run(sync: number, record?: () => Promise<void>, callMs = 50): Promise<{ peak: number; ran: number }> {
     ds = await openSqlite(':memory:');
     const queue = new SqliteQueue(ds.thread!);
     for (let i = 0; i < 200; i++) {
       const c = call(`c${i}`);
       await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
     }
-    const invoker = slowInvoker(50, () => sync);
-    workers = startWorkers(queue, invoker);
+    const invoker = slowInvoker(callMs, () => sync);
+    workers = startWorkers(queue, invoker, record);
     await new Promise((r) => setTimeout(r, 1000));
     return invoker;
   }
@@ -94,6 +94,27 @@ describe('the async workers', () => {
     // Beside 16 sync calls: the backlog still moves, on what they leave.
     expect(busy.peak).toBeLessThanOrEqual(3);
     expect(busy.ran).toBeGreaterThan(10);
+  });
+
+  it('beside sync calls, a detached call counts until it is settled (its record and the queue take CPU), not only until it is answered', async () => {
+    let settling = 0;
+    let peak = 0;
+    const slowRecord = async (): Promise<void> => {
+      peak = Math.max(peak, ++settling);
+      await new Promise((r) => setTimeout(r, 100));
+      settling--;
+    };
+    // Alone: quick calls, slow records: records pile up (settling holds no container).
+    await run(0, slowRecord, 5);
+    expect(peak).toBeGreaterThan(8);
+    await workers!.close();
+    await ds!.close();
+    workers = undefined;
+    peak = 0;
+    // Beside 16 sync calls: one or two calls running or being settled at a time, and the backlog still moves.
+    const busy = await run(16, slowRecord, 5);
+    expect(peak).toBeLessThanOrEqual(3);
+    expect(busy.ran).toBeGreaterThan(3);
   });
 
   it("leases the calls of a fn it has run for the fn's timeout from the start: an extend only for the first ones", async () => {

@@ -47,7 +47,9 @@ const LEASE_BATCH = 16;
  */
 const REFILL_SHARE = 1 / 4;
 /**
- * Sync calls come first: while they run, detached calls in flight are held
+ * Sync calls come first: while they run, detached calls in flight (running,
+ * or answered and still being settled: their record and the queue's round
+ * trips take the CPU the sync calls need) are held
  * to MAX_IN_FLIGHT / (1 + SYNC_WEIGHT x the sync calls in flight: counted
  * at once as they rise, falling over about SYNC_LOAD_TAU_MS after), at
  * least one, so a backlog drains on the
@@ -199,13 +201,16 @@ export class AsyncWorkers {
         return;
       }
       const cap = this.inFlightCap();
+      // While sync calls run, a detached call counts until it is settled, not only until it is
+      // answered: its settling (the record, the queue's round trips) takes the CPU they need.
+      const counted = this.syncLoad >= 1 ? [...this.running, ...this.settling] : [...this.running];
       const refill = Math.min(LEASE_BATCH, Math.ceil(cap * REFILL_SHARE));
-      if (this.running.size > cap - refill) {
+      if (counted.length > cap - refill) {
         // Looked at again when a call ends, or soon (the sync load may have passed).
         let timer: NodeJS.Timeout | undefined;
         const soon = new Promise<void>((resolve) => (timer = setTimeout(resolve, IDLE_POLL_MS)));
         try {
-          await Promise.race([...this.running, soon]);
+          await Promise.race([...counted, soon]);
         } finally {
           clearTimeout(timer);
         }
@@ -219,7 +224,7 @@ export class AsyncWorkers {
       // What each item is leased for: its fn's known lease, else a generous one cut to the call's own once it is read.
       const leases = new Map(this.fnLeases);
       try {
-        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, cap - this.running.size), FIRST_LEASE_MS, this.o.instance, leases);
+        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, cap - counted.length), FIRST_LEASE_MS, this.o.instance, leases);
       } catch (err) {
         this.o.log.error({ err }, 'could not read the queue of detached calls');
         await this.pause(1000);
