@@ -137,6 +137,8 @@ export const NETWORK_LABEL = 'fnts.network';
 
 /** How long stop may spend on the network and its fence. */
 const CLOSE_TIMEOUT_MS = 10_000;
+/** Creates of the functions' network tried while the engine refuses it and none is there by name (one being removed). */
+const CREATE_ATTEMPTS = 5;
 /** How often a server whose fence is missing looks again when it starts a container (a pool manager may make the network later). */
 const RECHECK_MS = 10_000;
 
@@ -385,31 +387,43 @@ export class FunctionNetwork implements ContainerNetwork {
     }
   }
 
+  /**
+   * Makes the functions' network, or takes the one another server made at
+   * the same moment. The engine may also refuse a create while the last
+   * server out is removing the network (its bridge name still taken, the
+   * network already gone by name): tried again, up to CREATE_ATTEMPTS times.
+   */
   private async create(): Promise<NetworkInfo> {
     const name = this.o.name;
-    let refused: unknown;
-    try {
-      await this.docker.createNetwork({
-        Name: name,
-        Driver: 'bridge',
-        CheckDuplicate: true,
-        EnableIPv6: false,
-        Internal: false,
-        Attachable: false,
-        Labels: { [NETWORK_LABEL]: 'functions' },
-        Options: { 'com.docker.network.bridge.name': this.bridge, 'com.docker.network.bridge.enable_icc': 'false' },
-      });
-    } catch (err) {
-      // Most often another server made it at the same moment (the engine refuses a second bridge of the same name): use theirs.
-      refused = err;
-    }
-    try {
-      const made = (await this.docker.getNetwork(name).inspect()) as NetworkInfo;
-      if (!this.madeByFnts(made)) throw new DriverError(`the network ${name} that appeared is not one fnts made: remove it (docker network rm ${name})`);
-      return made;
-    } catch (err) {
-      if (err instanceof DriverError) throw err;
-      throw new DriverError(`could not create the functions' network ${name}: ${engineMessage(refused ?? err)}`, { cause: refused ?? err });
+    for (let attempt = 1; ; attempt++) {
+      let refused: unknown;
+      try {
+        await this.docker.createNetwork({
+          Name: name,
+          Driver: 'bridge',
+          CheckDuplicate: true,
+          EnableIPv6: false,
+          Internal: false,
+          Attachable: false,
+          Labels: { [NETWORK_LABEL]: 'functions' },
+          Options: { 'com.docker.network.bridge.name': this.bridge, 'com.docker.network.bridge.enable_icc': 'false' },
+        });
+      } catch (err) {
+        // Most often another server made it at the same moment (the engine refuses a second bridge of the same name): use theirs.
+        refused = err;
+      }
+      try {
+        const made = (await this.docker.getNetwork(name).inspect()) as NetworkInfo;
+        if (!this.madeByFnts(made)) throw new DriverError(`the network ${name} that appeared is not one fnts made: remove it (docker network rm ${name})`);
+        return made;
+      } catch (err) {
+        if (err instanceof DriverError) throw err;
+        if (refused !== undefined && statusCode(err) === 404 && attempt < CREATE_ATTEMPTS) {
+          await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+          continue;
+        }
+        throw new DriverError(`could not create the functions' network ${name}: ${engineMessage(refused ?? err)}`, { cause: refused ?? err });
+      }
     }
   }
 
