@@ -169,7 +169,7 @@ export async function openSqlite(path: string, patienceMs = 5000): Promise<SqlDa
     location: { kind: 'sqlite', path, shown: `sqlite3://${path}` },
     isUniqueViolation: isSqliteUniqueViolation,
     isStorageFull: isSqliteFull,
-    isBusy: (err) => String((err as { code?: unknown } | null)?.code ?? '').startsWith('SQLITE_BUSY'),
+    isBusy: isSqliteBusy,
     folder: path === ':memory:' ? undefined : dirname(path),
     sqliteThread: writerThread,
     batchWriter: () => threadWriter(writerThread()),
