@@ -56,8 +56,6 @@ export class Pulse {
   private readonly recordMs: number;
   private readonly listeners = new Set<PulseListener>();
   private timer: NodeJS.Timeout | undefined;
-  /** Whether `timer` is the live one (someone listens). */
-  private live = false;
   private ticking = false;
   private closed = false;
   /** The last reading: what the next one is rated against. */
@@ -80,7 +78,7 @@ export class Pulse {
 
   /** Whether the live timer runs (someone listens). */
   get running(): boolean {
-    return this.live;
+    return this.listeners.size > 0;
   }
 
   /** Ticks every `ms` from now on (0: not at all), in place of the timer before. */
@@ -95,9 +93,9 @@ export class Pulse {
   /** Adds a listener; false when maxListeners already listen or the pulse is closed. Starts the timer for the first. */
   subscribe(listener: PulseListener): boolean {
     if (this.closed || this.listeners.size >= this.maxListeners) return false;
+    if (this.listeners.has(listener)) return true;
     this.listeners.add(listener);
-    if (!this.live) {
-      this.live = true;
+    if (this.listeners.size === 1) {
       this.every(this.intervalMs);
       void this.tick();
     }
@@ -106,11 +104,7 @@ export class Pulse {
 
   /** Removes a listener (idempotent); the last one out slows the timer down to recording. */
   unsubscribe(listener: PulseListener): void {
-    this.listeners.delete(listener);
-    if (this.listeners.size === 0 && this.live) {
-      this.live = false;
-      this.every(this.recordMs);
-    }
+    if (this.listeners.delete(listener) && this.listeners.size === 0) this.every(this.recordMs);
   }
 
   /** The points kept, oldest first. */
