@@ -46,6 +46,8 @@ interface Row {
   backlogSync: Figures;
   backlogAccept: Figures;
   peakRssMB: number;
+  /** The peak RSS of each backlog phase: queueing it, sync calls beside it, accepts beside it. */
+  phaseRssMB: readonly number[];
   backlogLeft: number;
 }
 
@@ -116,15 +118,17 @@ async function measure(backend: Backend, image: string): Promise<Row> {
     const drainCpuUs = (cpuOf(pid) - drainCpu0) / Math.max(1, drained);
 
     // The backlog: queued, then sync calls (and accepts) while it waits; RSS sampled throughout.
-    let peakRssMB = rssMB(pid);
-    const sampler = setInterval(() => (peakRssMB = Math.max(peakRssMB, rssMB(pid))), 100);
+    const phaseRssMB = [rssMB(pid)];
+    const sampler = setInterval(() => (phaseRssMB[phaseRssMB.length - 1] = Math.max(phaseRssMB.at(-1)!, rssMB(pid))), 100);
     try {
       await queueUp(asyncUrl, BACKLOG);
+      phaseRssMB.push(rssMB(pid));
       const backlogSync = await cannon({ url: syncUrl, body: BODY, seconds: SECONDS, connections: 16 });
+      phaseRssMB.push(rssMB(pid));
       const backlogAccept = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED });
       const backlogLeft = await depth(node);
       await untilEmpty(node);
-      return { backend, sync, accept, drainRps, drained, drainCpuUs, backlogSync, backlogAccept, peakRssMB, backlogLeft };
+      return { backend, sync, accept, drainRps, drained, drainCpuUs, backlogSync, backlogAccept, peakRssMB: Math.max(...phaseRssMB), phaseRssMB, backlogLeft };
     } finally {
       clearInterval(sampler);
     }
@@ -159,7 +163,7 @@ async function main(): Promise<void> {
   for (const r of rows) {
     const errors = [r.sync, r.accept, r.backlogSync, r.backlogAccept].reduce((n, f) => n + f.errors + f.non2xx, 0);
     console.log(
-      `${r.backend}: server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; drained ${r.drained} queued calls after accepting; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers`,
+      `${r.backend}: server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; drained ${r.drained} queued calls after accepting; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers; peak RSS while queueing the backlog ${fmt(r.phaseRssMB[0]!)} MB, beside it: sync ${fmt(r.phaseRssMB[1]!)} MB, accepting ${fmt(r.phaseRssMB[2]!)} MB`,
     );
   }
 }

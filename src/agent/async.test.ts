@@ -117,6 +117,31 @@ describe('the async workers', () => {
     expect(busy.ran).toBeGreaterThan(3);
   });
 
+  it('hold back while detached calls are being accepted, as beside sync calls, and drain at full width once the burst passes', async () => {
+    ds = await openSqlite(':memory:');
+    const queue = new SqliteQueue(ds.thread!);
+    for (let i = 0; i < 200; i++) {
+      const c = call(`c${i}`);
+      await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
+    }
+    const invoker = slowInvoker(50, () => 0);
+    workers = startWorkers(queue, invoker);
+    // 16 callers waiting for their calls to be stored (a burst of detached requests at 16 connections).
+    let stored!: () => void;
+    const storing = new Promise<string>((resolve) => (stored = () => resolve('id')));
+    const accepts = Array.from({ length: 16 }, () => workers!.accepting(storing));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(invoker.peak).toBeLessThanOrEqual(3);
+    expect(invoker.ran).toBeGreaterThan(10);
+    stored();
+    expect(await Promise.all(accepts)).toEqual(Array(16).fill('id'));
+    invoker.peak = 0;
+    const until = Date.now() + 5000;
+    while (invoker.ran < 200 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect(invoker.ran).toBe(200);
+    expect(invoker.peak).toBeGreaterThanOrEqual(16);
+  });
+
   it("leases the calls of a fn it has run for the fn's timeout from the start: an extend only for the first ones", async () => {
     ds = await openSqlite(':memory:');
     const queue = new SqliteQueue(ds.thread!);

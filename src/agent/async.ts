@@ -47,10 +47,11 @@ const LEASE_BATCH = 16;
  */
 const REFILL_SHARE = 1 / 4;
 /**
- * Sync calls come first: while they run, detached calls in flight (running,
+ * Callers waiting come first: while sync calls run or detached calls are
+ * being accepted (stored before their 202: see accepting), detached calls in flight (running,
  * or answered and still being settled: their record and the queue's round
  * trips take the CPU the sync calls need) are held
- * to MAX_IN_FLIGHT / (1 + SYNC_WEIGHT x the sync calls in flight: counted
+ * to MAX_IN_FLIGHT / (1 + SYNC_WEIGHT x the sync calls and accepts in flight: counted
  * at once as they rise, falling over about SYNC_LOAD_TAU_MS after), at
  * least one, so a backlog drains on the
  * capacity sync traffic leaves rather than slowing it (16 sync calls in
@@ -114,6 +115,8 @@ export class AsyncWorkers {
   private releasing = false;
   /** Sync calls in flight: the latest count, or a decaying average of the past while higher (see SYNC_WEIGHT). */
   private syncLoad = 0;
+  /** Detached calls being accepted (stored, their caller waiting for the 202): see accepting. */
+  private accepts = 0;
   private syncSampledAt = performance.now();
   /**
    * The lease a call of each fn run lately needs (its timeout and
@@ -130,7 +133,7 @@ export class AsyncWorkers {
     const now = performance.now();
     const weight = 1 - Math.exp(-(now - this.syncSampledAt) / SYNC_LOAD_TAU_MS);
     this.syncSampledAt = now;
-    const inFlight = this.o.invoker.syncInFlight?.() ?? 0;
+    const inFlight = (this.o.invoker.syncInFlight?.() ?? 0) + this.accepts;
     // Up at once with the sync load, down slowly after it.
     this.syncLoad = Math.max(inFlight, this.syncLoad + (inFlight - this.syncLoad) * weight);
     return Math.max(1, Math.floor(MAX_IN_FLIGHT / (1 + SYNC_WEIGHT * this.syncLoad)));
@@ -171,6 +174,21 @@ export class AsyncWorkers {
     }
   }
 
+  /**
+   * Counts `storing` (a detached call being accepted) as a caller waiting
+   * until it settles: while accepts pour in, the drain holds back as it does
+   * for sync calls, so the CPU goes to answering them 202 (the calls run
+   * once the burst passes) rather than to running the calls of the burst.
+   */
+  async accepting<T>(storing: Promise<T>): Promise<T> {
+    this.accepts++;
+    try {
+      return await storing;
+    } finally {
+      this.accepts--;
+    }
+  }
+
   /** A call was just queued: look now rather than at the next poll. */
   notify(): void {
     this.wake?.();
@@ -201,7 +219,7 @@ export class AsyncWorkers {
         return;
       }
       const cap = this.inFlightCap();
-      // While sync calls run, a detached call counts until it is settled, not only until it is
+      // While callers wait, a detached call counts until it is settled, not only until it is
       // answered: its settling (the record, the queue's round trips) takes the CPU they need.
       const counted = this.syncLoad >= 1 ? [...this.running, ...this.settling] : [...this.running];
       const refill = Math.min(LEASE_BATCH, Math.ceil(cap * REFILL_SHARE));

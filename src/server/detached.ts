@@ -55,7 +55,8 @@ export class QueueIntake implements DetachedIntake {
     const recorded = idempotencyKey === undefined ? this.calls?.insert([queuedRecord(call)]).then(() => true, recordFailed) : undefined;
     let id: string;
     try {
-      id = await this.queue.enqueue(item, idempotencyKey);
+      const queued = this.queue.enqueue(item, idempotencyKey);
+      id = await (this.workers ? this.workers.accepting(queued) : queued);
     } catch (err) {
       this.log.error({ err, call: call.id }, 'could not queue a detached call');
       // The caller hears 503; a record already written must not say `queued`.
