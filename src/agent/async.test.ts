@@ -47,11 +47,12 @@ function slowInvoker(ms: number, sync: () => number): Invoker & { peak: number; 
 }
 
 /** Workers on `queue` through `invoker`, always with room, records dropped (or given to `record`): started. */
-function startWorkers(queue: Queue, invoker: Invoker, record: () => Promise<void> = async () => undefined): AsyncWorkers {
+function startWorkers(queue: Queue, invoker: Invoker, record: () => Promise<void> = async () => undefined, asyncAreaBytes?: number): AsyncWorkers {
+  const area = { syncTotal: 0, syncUsed: 0, asyncTotal: asyncAreaBytes ?? 0, asyncUsed: 0, asyncHighWater: asyncAreaBytes ?? 0 };
   const workers = new AsyncWorkers({
     invoker,
     queue,
-    resources: { waitAsyncCapacity: async () => undefined },
+    resources: { waitAsyncCapacity: async () => undefined, ...(asyncAreaBytes === undefined ? {} : { snapshot: () => ({ memory: area, cpu: { ...area, asyncTotal: 8000 }, waiters: 0 }) }) },
     log: pino({ level: 'silent' }),
     record,
     instance: 'me',
@@ -69,7 +70,7 @@ describe('the async workers', () => {
     await ds?.close();
   });
 
-  async function run(sync: number, record?: () => Promise<void>, callMs = 50): Promise<{ peak: number; ran: number }> {
+  async function run(sync: number, record?: () => Promise<void>, callMs = 50, asyncAreaBytes?: number): Promise<{ peak: number; ran: number }> {
     ds = await openSqlite(':memory:');
     const queue = new SqliteQueue(ds.thread!);
     for (let i = 0; i < 200; i++) {
@@ -77,7 +78,7 @@ describe('the async workers', () => {
       await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
     }
     const invoker = slowInvoker(callMs, () => sync);
-    workers = startWorkers(queue, invoker, record);
+    workers = startWorkers(queue, invoker, record, asyncAreaBytes);
     await new Promise((r) => setTimeout(r, 1000));
     return invoker;
   }
@@ -94,6 +95,21 @@ describe('the async workers', () => {
     // Beside 16 sync calls: the backlog still moves, on what they leave.
     expect(busy.peak).toBeLessThanOrEqual(3);
     expect(busy.ran).toBeGreaterThan(10);
+  });
+
+  it("keep as many calls in flight as the async area holds containers of their fn's memory: a few on a small node, more than 64 on a big one", async () => {
+    const MiB = 1024 * 1024;
+    // Room for four containers of the calls' fn (128 MB): four at a time, and the calls still all run.
+    const small = await run(0, undefined, 20, 512 * MiB);
+    expect(small.peak).toBe(4);
+    expect(small.ran).toBeGreaterThan(100);
+    await workers!.close();
+    await ds!.close();
+    workers = undefined;
+    // Room for hundreds: wider than a fixed 64.
+    const big = await run(0, undefined, 50, 64 * 1024 * MiB);
+    expect(big.peak).toBeGreaterThan(64);
+    expect(big.ran).toBe(200);
   });
 
   it('beside sync calls, a detached call counts until it is settled (its record and the queue take CPU), not only until it is answered', async () => {

@@ -36,8 +36,23 @@ const LEASE_FNS = 32;
 /** How often the workers look for calls held by servers (sharing the queue) that died. */
 const RELEASE_DEAD_EVERY_MS = 5000;
 const IDLE_POLL_MS = 200;
-/** Calls running at once (leased and not yet answered). */
-const MAX_IN_FLIGHT = 64;
+/**
+ * Calls running at once (leased and not yet answered) follow the async
+ * area's memory: each needs a container of its fn's memory (a container
+ * runs one call at a time), so the workers keep in flight as many as the
+ * area holds containers of the fn read last (and its CPU, when it asks for
+ * some), between 1 and MAX_IN_FLIGHT; how full the area is now is
+ * waitAsyncCapacity's part (no lease while it is above its high-water
+ * mark). A big node drains wide; a small one does not lease calls that
+ * would only wait for room, their lease running. An LB (no tracker: its
+ * runners' memory is theirs) dispatches up to FIXED_WIDTH.
+ */
+const MAX_IN_FLIGHT = 512;
+/** What a call is taken to need before the workers have read any: Fn's default memory for a fn (128 MB). */
+const MIB = 1024 * 1024;
+const DEFAULT_CALL_BYTES = 128 * MIB;
+/** The width an LB dispatches at, and the one the sync-first share divides beside callers waiting (see SYNC_WEIGHT), whatever the memory. */
+const FIXED_WIDTH = 64;
 /** Calls leased per round trip to the queue, at most. */
 const LEASE_BATCH = 16;
 /**
@@ -48,14 +63,15 @@ const LEASE_BATCH = 16;
 const REFILL_SHARE = 1 / 4;
 /**
  * Callers waiting come first: while sync calls run or detached calls are
- * being accepted (stored before their 202: see accepting), detached calls in flight (running,
- * or answered and still being settled: their record and the queue's round
- * trips take the CPU the sync calls need) are held
- * to MAX_IN_FLIGHT / (1 + SYNC_WEIGHT x the sync calls and accepts in flight: counted
- * at once as they rise, falling over about SYNC_LOAD_TAU_MS after), at
- * least one, so a backlog drains on the
- * capacity sync traffic leaves rather than slowing it (16 sync calls in
- * flight: one or two detached calls; none: MAX_IN_FLIGHT).
+ * being accepted (stored before their 202: see accepting), detached calls
+ * in flight (running, or answered and still being settled: their record
+ * and the queue's round trips take the CPU the callers need) are held to
+ * 1 / (1 / width + SYNC_WEIGHT x L / FIXED_WIDTH), at least one, where
+ * width is the memory's (MAX_IN_FLIGHT) and L the sync calls and accepts
+ * in flight (counted at once as they rise, falling over about
+ * SYNC_LOAD_TAU_MS after): at a width of 64, 64 / (1 + 2L). A backlog
+ * drains on the capacity the callers leave rather than slowing them (16
+ * in flight: one or two detached calls; none: the memory's width).
  */
 const SYNC_WEIGHT = 2;
 const SYNC_LOAD_TAU_MS = 500;
@@ -79,7 +95,7 @@ export interface AsyncWorkersOptions {
   readonly invoker: Invoker;
   readonly queue: Queue;
   /** Leasing waits while this says the async area is full (an LB, with no tracker of its own, never waits). */
-  readonly resources: Pick<ResourceTracker, 'waitAsyncCapacity'>;
+  readonly resources: Pick<ResourceTracker, 'waitAsyncCapacity'> & Partial<Pick<ResourceTracker, 'snapshot'>>;
   readonly log: Logger;
   /**
    * Stores a record of the call: queued between attempts, and the last
@@ -125,6 +141,8 @@ export class AsyncWorkers {
    * dies leaves them for no longer than it would have after that extend.
    */
   private readonly fnLeases = new Map<string, number>();
+  /** What the call read last needs (its fn's memory and CPU): the measure of the free area in memoryWidth. */
+  private callNeeds = { bytes: DEFAULT_CALL_BYTES, cpuMillis: 0 };
 
   constructor(private readonly o: AsyncWorkersOptions) {}
 
@@ -136,7 +154,18 @@ export class AsyncWorkers {
     const inFlight = (this.o.invoker.syncInFlight?.() ?? 0) + this.accepts;
     // Up at once with the sync load, down slowly after it.
     this.syncLoad = Math.max(inFlight, this.syncLoad + (inFlight - this.syncLoad) * weight);
-    return Math.max(1, Math.floor(MAX_IN_FLIGHT / (1 + SYNC_WEIGHT * this.syncLoad)));
+    // The memory's width alone; beside callers, as many as FIXED_WIDTH / (1 + SYNC_WEIGHT x load) would be at that width.
+    return Math.max(1, Math.floor(1 / (1 / this.memoryWidth() + (SYNC_WEIGHT * this.syncLoad) / FIXED_WIDTH)));
+  }
+
+  /** How many containers of the last call's fn the async area holds (see MAX_IN_FLIGHT). */
+  private memoryWidth(): number {
+    const snapshot = this.o.resources.snapshot?.();
+    if (!snapshot) return FIXED_WIDTH;
+    const { memory, cpu } = snapshot;
+    let width = Math.floor(memory.asyncTotal / this.callNeeds.bytes);
+    if (this.callNeeds.cpuMillis > 0) width = Math.min(width, Math.floor(cpu.asyncTotal / this.callNeeds.cpuMillis));
+    return Math.max(1, Math.min(MAX_IN_FLIGHT, width));
   }
 
   /**
@@ -271,6 +300,7 @@ export class AsyncWorkers {
       await this.o.queue.dead(id, `unreadable call: ${err instanceof Error ? err.message : String(err)}`).catch(fail);
       return;
     }
+    this.callNeeds = { bytes: Math.max(1, call.fn.memoryMB) * MIB, cpuMillis: call.fn.cpuMillis };
     const maxRedeliveries = this.o.maxRedeliveries ?? DEFAULT_MAX_REDELIVERIES;
     if (redeliveries >= maxRedeliveries) {
       this.settle(this.poisoned(call, item).catch(fail));
