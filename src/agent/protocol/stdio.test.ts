@@ -1,8 +1,8 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../models/index.js';
+import { ApiError, FunctionError } from '../../models/index.js';
 import { responseLimit } from './call.js';
-import { JsonChannel } from './stdio.js';
+import { JsonChannel, JsonObjectSplitter } from './stdio.js';
 
 /** A json-format function that answers each request line with one object whose body is `size` bytes. */
 function channelAnswering(size: number): JsonChannel {
@@ -29,5 +29,37 @@ describe('JsonChannel response limit', () => {
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApiError);
     expect(err).toMatchObject({ status: 502, code: 'FunctionResponseTooBig' });
+  });
+});
+
+describe('JsonObjectSplitter', () => {
+  const objects = [
+    { body: '"} a } ] { [ \\"] \\\\', nested: [{ x: '}' }, []] },
+    { body: 'é€😀', protocol: { headers: {} } },
+  ];
+  const text = Buffer.from(` ${JSON.stringify(objects[0])}\n\t${JSON.stringify(objects[1])}\n`);
+
+  it('finds each object however the stream is cut, strings holding braces, quotes and escapes included', () => {
+    for (const cuts of [...Array.from({ length: text.length - 1 }, (_, i) => [i + 1]), Array.from({ length: text.length - 1 }, (_, i) => i + 1)]) {
+      const splitter = new JsonObjectSplitter();
+      const found: string[] = [];
+      let from = 0;
+      for (const to of [...cuts, text.length]) {
+        found.push(...splitter.push(text.subarray(from, to)));
+        from = to;
+        // Only an object begun and not ended is pending.
+        if (found.length === 0 && to > 1) expect(splitter.pending).toBe(to - 1);
+      }
+      // The second object's text is not compared: a cut may fall inside one of its multi-byte characters.
+      expect(found.map((o) => (JSON.parse(o) as { nested?: unknown }).nested ?? 'second')).toEqual([objects[0]!.nested, 'second']);
+      expect(found[0]).toBe(JSON.stringify(objects[0]));
+      expect(splitter.pending).toBe(0);
+    }
+  });
+
+  it('fails on anything but whitespace between objects, and stays failed', () => {
+    const splitter = new JsonObjectSplitter();
+    expect(() => splitter.push(Buffer.from('{"a":1} x'))).toThrow(FunctionError);
+    expect(() => splitter.push(Buffer.from('{"b":2}'))).toThrow(FunctionError);
   });
 });

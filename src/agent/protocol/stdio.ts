@@ -63,55 +63,89 @@ export function stdioHttpExchange(conn: ContainerConnection, req: CallRequest, o
   return { response: x.response, cancel: x.cancel };
 }
 
+/** Where `search` is in `text` from `from` on, or text.length. */
+function indexOrEnd(text: string, search: string, from: number): number {
+  const at = text.indexOf(search, from);
+  return at < 0 ? text.length : at;
+}
+
 /**
  * Splits a byte stream into top-level JSON objects: braces counted outside
  * strings, escapes honoured. Whitespace between objects is skipped;
- * anything else is a protocol error.
+ * anything else is a protocol error, and the splitter stays failed.
+ *
+ * Each chunk is scanned on its own (the state carries over) and an object
+ * is joined once, when it is complete: appended to one string instead, the
+ * text was copied whole at every chunk (a 65 MiB answer took seconds).
  */
 export class JsonObjectSplitter {
-  private text = '';
+  /** The object in progress: its text so far, a piece per chunk. */
+  private parts: string[] = [];
+  private partsLength = 0;
+  private inObject = false;
   private depth = 0;
   private inString = false;
   private escaped = false;
-  private start = -1;
-  private scanned = 0;
+  private failed: FunctionError | undefined;
 
   /** Appends bytes and returns every object completed by them, as text. */
   push(chunk: Buffer): string[] {
-    this.text += chunk.toString('utf8');
+    if (this.failed) throw this.failed;
+    const text = chunk.toString('utf8');
     const out: string[] = [];
-    for (let i = this.scanned; i < this.text.length; i++) {
-      const c = this.text.charCodeAt(i);
-      if (this.start < 0) {
-        if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
-        if (c !== 0x7b) throw new FunctionError(E.FunctionInvalidResponse, { message: 'invalid function response: expected a JSON object on stdout' });
-        this.start = i;
-        this.depth = 1;
-        continue;
-      }
-      if (this.inString) {
-        if (this.escaped) this.escaped = false;
-        else if (c === 0x5c) this.escaped = true;
-        else if (c === 0x22) this.inString = false;
-      } else if (c === 0x22) this.inString = true;
-      else if (c === 0x7b || c === 0x5b) this.depth++;
-      else if (c === 0x7d || c === 0x5d) {
-        if (--this.depth === 0) {
-          out.push(this.text.slice(this.start, i + 1));
-          this.text = this.text.slice(i + 1);
-          i = -1;
-          this.start = -1;
+    let { inObject, depth, inString, escaped } = this;
+    /** Where the object in progress begins in `text` (0: in an earlier chunk). */
+    let from = 0;
+    /** The next quote and backslash at or after where they were last looked for (text.length: none). */
+    let quote = -1;
+    let backslash = -1;
+    for (let i = 0; i < text.length; i++) {
+      if (inString) {
+        if (escaped) {
+          escaped = false;
           continue;
         }
+        // Strings (the body) are most of an answer: jumped through to their next quote or backslash.
+        if (quote < i) quote = indexOrEnd(text, '"', i);
+        if (backslash < i) backslash = indexOrEnd(text, '\\', i);
+        i = Math.min(quote, backslash);
+        if (i === text.length) break;
+        if (i === backslash) escaped = true;
+        else inString = false;
+        continue;
+      }
+      const c = text.charCodeAt(i);
+      if (!inObject) {
+        if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+        if (c !== 0x7b) throw (this.failed = new FunctionError(E.FunctionInvalidResponse, { message: 'invalid function response: expected a JSON object on stdout' }));
+        inObject = true;
+        depth = 1;
+        from = i;
+      } else if (c === 0x22) inString = true;
+      else if (c === 0x7b || c === 0x5b) depth++;
+      else if ((c === 0x7d || c === 0x5d) && --depth === 0) {
+        this.parts.push(text.slice(from, i + 1));
+        out.push(this.parts.join(''));
+        this.parts = [];
+        this.partsLength = 0;
+        inObject = false;
       }
     }
-    this.scanned = this.text.length;
+    this.inObject = inObject;
+    this.depth = depth;
+    this.inString = inString;
+    this.escaped = escaped;
+    if (inObject) {
+      const rest = text.slice(from);
+      this.parts.push(rest);
+      this.partsLength += rest.length;
+    }
     return out;
   }
 
-  /** Bytes of an object not yet complete, or non-space output after one. */
+  /** Characters of an object not yet complete (only whitespace is left between objects: anything else fails the push). */
   get pending(): number {
-    return this.start >= 0 ? this.text.length - this.start : this.text.trim().length;
+    return this.partsLength;
   }
 }
 
