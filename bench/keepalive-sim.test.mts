@@ -7,7 +7,7 @@ import { adversarialTraces, azureLikeTrace, defaultRuns, simulate, standardRuns,
 
 describe('the keep-alive simulator', () => {
   it('histogram: fewer cold starts than fixed keep-alive for the 75th-percentile fn, for less memory than 10 minutes', () => {
-    const trace = azureLikeTrace(27, 400);
+    const trace = azureLikeTrace(27, 150);
     const [fixed30s, fixed10min, histogram] = standardRuns().map((r) => simulate(trace, r));
     console.log(table([fixed30s!, fixed10min!, histogram!]));
     // Against a fixed 10 minutes: fewer cold starts at the 75th-percentile fn, at most the same memory-time.
@@ -24,7 +24,7 @@ describe('the keep-alive simulator', () => {
   });
 
   it("at Fn's default idle_timeout of 30 s, the default policy (histogram) has fewer cold starts than fixed, for no more memory", () => {
-    const trace = azureLikeTrace(27, 200);
+    const trace = azureLikeTrace(27, 100);
     const [fixed, histogram] = defaultRuns().map((r) => simulate(trace, r));
     console.log(table([fixed!, histogram!]));
     expect(histogram!.cold).toBeLessThan(fixed!.cold * 0.9);
