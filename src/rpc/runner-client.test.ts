@@ -16,7 +16,8 @@ let server: GrpcH2Server | undefined;
 let client: RunnerClient | undefined;
 afterEach(async () => {
   client?.close();
-  await server?.close(200);
+  // No grace: the test is over, what is still open is cut (a closed client's connection waited out the grace).
+  await server?.close(0);
   server = client = undefined;
 });
 
@@ -107,7 +108,7 @@ describe('RunnerClient', () => {
     client.close();
 
     // Fn's runner: data with no result start is a 200; the whole answer in one read is a Buffer.
-    await server!.close(200);
+    await server!.close(0);
     client = new RunnerClient(await runner((call) => call.end(frames({ data: { data: Buffer.from('hi'), eof: false } }, { finished: done }))));
     const whole = await client.engage(request);
     if (whole.kind !== 'committed') throw new Error(`not committed: ${whole.kind}`);
