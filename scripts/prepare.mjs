@@ -3,7 +3,8 @@
 // installs dependencies when they are missing or older than the lock file,
 // generates the wire messages' code (src/rpc/gen/) when proto/ changed, and
 // compiles src/ to dist/ when any source is newer than the last build (always
-// with --build: `npm run build`).
+// with --build: `npm run build`; never with --no-dist: `npm run test:unit`,
+// whose tests run src/ itself, would wait for a compile it does not use).
 // Only Node built-ins may be used here: nothing else is installed yet.
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -68,7 +69,8 @@ if (stale.length > 0) {
 
 const stamp = join(root, '.fnts-build-stamp');
 const sourcesChanged = Math.max(newestUnder(join(root, 'src')), mtime(join(root, 'tsconfig.json')), mtime(join(root, 'tsconfig.build.json')));
-if (process.argv.includes('--build') || !existsSync(join(root, 'dist', 'cli', 'main.js')) || mtime(stamp) < sourcesChanged) {
+const wantDist = !process.argv.includes('--no-dist');
+if (process.argv.includes('--build') || (wantDist && (!existsSync(join(root, 'dist', 'cli', 'main.js')) || mtime(stamp) < sourcesChanged))) {
   run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], 'compiling TypeScript');
   // tsc takes the generated code's types (.d.ts) and emits nothing for it: its JavaScript goes beside the compiled code as it is.
   cpSync(GEN_DIR, join(root, 'dist', 'rpc', 'gen'), { recursive: true, filter: (src) => !src.endsWith('.d.ts') });
