@@ -211,7 +211,8 @@ describe.each(['docker', 'swarm'] as const)('a managed fleet on the %s control p
       clearInterval(watch);
       await load;
     }
-    expect(statuses.length).toBeGreaterThan(20);
+    // Calls of 1.5 s from six callers, then one: a loaded machine made 19 in the whole test.
+    expect(statuses.length).toBeGreaterThan(10);
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
   }, 240_000);
 });

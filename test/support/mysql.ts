@@ -32,6 +32,9 @@ export async function startMysql(): Promise<TestDbServer> {
       `--port=${port}`,
       '--bind-address=127.0.0.1',
       `--socket=${socket}`,
+      // Its own folder for temporary tables, not /tmp: a MariaDB server starting removes every #sql* file in
+      // its tmpdir, and so failed the statements of another test's server running beside it.
+      `--tmpdir=${dir}`,
       '--innodb-flush-log-at-trx-commit=2',
       '--innodb-buffer-pool-size=64M',
       '--skip-log-bin',
