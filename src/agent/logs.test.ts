@@ -72,6 +72,22 @@ describe('ContainerOutput in the server log', () => {
     ]);
   });
 
+  it('logs a character cut between two chunks of output whole', async () => {
+    const { lines, out } = output();
+    const bytes = Buffer.from('prix: 5 €, 😀\n');
+    // Cut inside the euro sign (3 bytes) and inside the emoji (4 bytes).
+    const euro = bytes.indexOf(Buffer.from('€'));
+    const smile = bytes.indexOf(Buffer.from('😀'));
+    for (const [from, to] of [
+      [0, euro + 1],
+      [euro + 1, smile + 2],
+      [smile + 2, bytes.length],
+    ] as const) {
+      await new Promise<void>((resolve) => out.stdout.write(bytes.subarray(from, to), () => resolve()));
+    }
+    expect(lines.map((l) => l.msg)).toEqual(['prix: 5 €, 😀']);
+  });
+
   it('caps a line at 8 KiB, and logs an unfinished last line when the container ends', async () => {
     const { lines, out } = output();
     await write(out.stdout, `${'x'.repeat(20_000)}\nlast words`);

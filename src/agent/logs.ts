@@ -9,6 +9,7 @@
  * (log-limit.ts) so it cannot flood it with many.
  */
 import { Writable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import { LineLimiter, LINES_PER_SECOND } from './log-limit.js';
@@ -77,11 +78,13 @@ export class CallLog {
 /** Splits output into capped lines. */
 class LineLogger {
   private partial = '';
+  /** A character cut between two chunks is held until its last byte comes. */
+  private readonly decoder = new StringDecoder('utf8');
 
   constructor(private readonly onLine: (line: string) => void) {}
 
   push(chunk: Buffer): void {
-    const text = this.partial + chunk.toString('utf8');
+    const text = this.partial + this.decoder.write(chunk);
     const lines = text.split('\n');
     this.partial = lines.pop() ?? '';
     if (this.partial.length > MAX_LINE) {

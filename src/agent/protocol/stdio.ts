@@ -19,6 +19,7 @@
  * the next call: the container is then retired.
  */
 import { Duplex, type Readable, type Writable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { E, FunctionError } from '../../models/index.js';
 import { bodyFraming, headerLists, rfc3339, wholeBody, type CallRequest, type CallResponse, type Exchange, type ExchangeOptions, type RawHeaders } from './call.js';
 import { ContainerConnection, httpExchange, requestHead } from './http1.js';
@@ -87,11 +88,13 @@ export class JsonObjectSplitter {
   private inString = false;
   private escaped = false;
   private failed: FunctionError | undefined;
+  private readonly decoder = new StringDecoder('utf8');
 
   /** Appends bytes and returns every object completed by them, as text. */
   push(chunk: Buffer): string[] {
     if (this.failed) throw this.failed;
-    const text = chunk.toString('utf8');
+    // A character cut between two chunks is held until its last byte comes (toString per chunk garbled it).
+    const text = this.decoder.write(chunk);
     const out: string[] = [];
     let { inObject, depth, inString, escaped } = this;
     /** Where the object in progress begins in `text` (0: in an earlier chunk). */
