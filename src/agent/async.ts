@@ -48,8 +48,8 @@ const IDLE_POLL_MS = 200;
  * runners' memory is theirs) dispatches up to FIXED_WIDTH.
  */
 const MAX_IN_FLIGHT = 512;
-/** What a call is taken to need before the workers have read any: Fn's default memory for a fn (128 MB). */
 const MIB = 1024 * 1024;
+/** What a call is taken to need before the workers have read any: Fn's default memory for a fn (128 MB). */
 const DEFAULT_CALL_BYTES = 128 * MIB;
 /** The width an LB dispatches at, and the one the sync-first share divides beside callers waiting (see SYNC_WEIGHT), whatever the memory. */
 const FIXED_WIDTH = 64;

@@ -15,9 +15,9 @@ import { registerTokenCommands } from './token.js';
  * collection, in percent. On a host with memory to spare (a heap limit of
  * 2 GB or more) V8 allows up to 300; under a server's steady churn (each
  * call's objects, short-lived) that is memory held for garbage: a node
- * draining a backlog of detached calls sat at ~300 MB RSS for ~50 MB live.
- * At 100, what V8 allows itself on smaller hosts, the same run held
- * ~210 MB for the same CPU per call (bench:detached, SQLite, two runs
+ * draining a backlog of detached calls sat at 305-316 MB RSS for ~45 MB
+ * live. At 100, what V8 allows itself on smaller hosts, the same run peaked
+ * at 227-229 MB for the same CPU per call (bench:detached, SQLite, two runs
  * each). Not a limit: the heap grows as far as the load needs.
  */
 const HEAP_GROWING_PERCENT = 100;
