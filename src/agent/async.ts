@@ -126,6 +126,8 @@ export class AsyncWorkers {
   /** Calls answered, being settled. */
   private readonly settling = new Set<Promise<void>>();
   private wake: (() => void) | undefined;
+  /** The run loop waiting for a call to end (see callEndedOrSoon). */
+  private callEnded: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private reaper: NodeJS.Timeout | undefined;
   private releasing = false;
@@ -250,28 +252,18 @@ export class AsyncWorkers {
       const cap = this.inFlightCap();
       // While callers wait, a detached call counts until it is settled, not only until it is
       // answered: its settling (the record, the queue's round trips) takes the CPU they need.
-      const counted = this.syncLoad >= 1 ? [...this.running, ...this.settling] : [...this.running];
+      const counted = this.running.size + (this.syncLoad >= 1 ? this.settling.size : 0);
       const refill = Math.min(LEASE_BATCH, Math.ceil(cap * REFILL_SHARE));
-      if (counted.length > cap - refill) {
-        // Looked at again when a call ends, or soon (the sync load may have passed).
-        let timer: NodeJS.Timeout | undefined;
-        const soon = new Promise<void>((resolve) => (timer = setTimeout(resolve, IDLE_POLL_MS)));
-        try {
-          await Promise.race([...counted, soon]);
-        } finally {
-          clearTimeout(timer);
-        }
-        continue;
-      }
-      if (this.settling.size >= MAX_SETTLING) {
-        await Promise.race(this.settling);
+      // Looked at again when a call ends, or soon (the sync load may have passed).
+      if (counted > cap - refill || this.settling.size >= MAX_SETTLING) {
+        await this.callEndedOrSoon();
         continue;
       }
       let items: QueuedCall[];
       // What each item is leased for: its fn's known lease, else a generous one cut to the call's own once it is read.
       const leases = new Map(this.fnLeases);
       try {
-        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, cap - counted.length), FIRST_LEASE_MS, this.o.instance, leases);
+        items = await this.o.queue.reserveBatch(Math.min(LEASE_BATCH, cap - counted), FIRST_LEASE_MS, this.o.instance, leases);
       } catch (err) {
         this.o.log.error({ err }, 'could not read the queue of detached calls');
         await this.pause(1000);
@@ -284,7 +276,7 @@ export class AsyncWorkers {
       for (const item of items) {
         const job = this.execute(item, leases.get(item.fnId) ?? FIRST_LEASE_MS);
         this.running.add(job);
-        void job.finally(() => this.running.delete(job));
+        void job.finally(() => this.ended(this.running, job));
       }
     }
   }
@@ -318,7 +310,31 @@ export class AsyncWorkers {
 
   private settle(job: Promise<void>): void {
     this.settling.add(job);
-    void job.finally(() => this.settling.delete(job));
+    void job.finally(() => this.ended(this.settling, job));
+  }
+
+  /** `job` left `set` (running or settling): the loop waiting for room looks again. */
+  private ended(set: Set<Promise<void>>, job: Promise<void>): void {
+    set.delete(job);
+    const tell = this.callEnded;
+    this.callEnded = undefined;
+    tell?.();
+  }
+
+  /**
+   * Resolves once a call leaves running or settling, or after IDLE_POLL_MS.
+   * One waiter told by the call that ends, rather than a race over every
+   * call in flight (which added a reaction to each of them, up to
+   * MAX_IN_FLIGHT, at every wait).
+   */
+  private async callEndedOrSoon(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.callEnded = resolve;
+      timer = setTimeout(resolve, IDLE_POLL_MS);
+    });
+    clearTimeout(timer);
+    this.callEnded = undefined;
   }
 
   /** Remembers the lease the calls of `fnId` need (see fnLeases). */
