@@ -45,8 +45,7 @@ interface Row {
   drainCpuUs: number;
   backlogSync: Figures;
   backlogAccept: Figures;
-  peakRssMB: number;
-  /** The peak RSS of each backlog phase: queueing it, sync calls beside it, accepts beside it. */
+  /** The peak RSS of each backlog phase: queueing it, sync calls beside it, accepts beside it and the drain after. */
   phaseRssMB: readonly number[];
   backlogLeft: number;
 }
@@ -130,7 +129,7 @@ async function measure(backend: Backend, image: string): Promise<Row> {
       const backlogAccept = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED });
       const backlogLeft = await depth(node);
       await untilEmpty(node);
-      return { backend, sync, accept, drainRps, drained, drainCpuUs, backlogSync, backlogAccept, peakRssMB: Math.max(...phaseRssMB), phaseRssMB, backlogLeft };
+      return { backend, sync, accept, drainRps, drained, drainCpuUs, backlogSync, backlogAccept, phaseRssMB, backlogLeft };
     } finally {
       clearInterval(sampler);
     }
@@ -159,13 +158,13 @@ async function main(): Promise<void> {
         `${fmt(r.accept.rps).padStart(6)} (${r.accept.p99} ms)`.padEnd(18) +
         `${x(r.accept.rps, r.sync.rps).padStart(6)}   ${fmt(r.accept.cpuUs ?? 0).padStart(6)}     ${fmt(r.drainRps).padStart(6)}  ${x(r.drainRps, r.sync.rps).padStart(6)}  ${fmt(r.drainCpuUs).padStart(7)}      | ` +
         `${fmt(r.backlogSync.rps).padStart(6)} (${r.backlogSync.p99} ms)`.padEnd(21) +
-        `${x(r.backlogSync.p99, r.sync.p99).padStart(6)}    ${fmt(r.backlogAccept.rps).padStart(6)} ${x(r.backlogAccept.rps, r.accept.rps).padStart(6)}   ${fmt(r.peakRssMB)} MB`,
+        `${x(r.backlogSync.p99, r.sync.p99).padStart(6)}    ${fmt(r.backlogAccept.rps).padStart(6)} ${x(r.backlogAccept.rps, r.accept.rps).padStart(6)}   ${fmt(Math.max(...r.phaseRssMB))} MB`,
     );
   }
   for (const r of rows) {
     const errors = [r.sync, r.accept, r.backlogSync, r.backlogAccept].reduce((n, f) => n + f.errors + f.non2xx, 0);
     console.log(
-      `${r.backend}: server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; drained ${r.drained} queued calls after accepting; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers; peak RSS while queueing the backlog ${fmt(r.phaseRssMB[0]!)} MB, beside it: sync ${fmt(r.phaseRssMB[1]!)} MB, accepting ${fmt(r.phaseRssMB[2]!)} MB`,
+      `${r.backend}: server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; drained ${r.drained} queued calls after accepting; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers; peak RSS while queueing the backlog ${fmt(r.phaseRssMB[0]!)} MB, beside it: sync ${fmt(r.phaseRssMB[1]!)} MB, accepting, then draining ${fmt(r.phaseRssMB[2]!)} MB`,
     );
   }
 }
