@@ -95,7 +95,9 @@ class LineLogger {
   }
 
   flush(): void {
-    if (this.partial) this.onLine(this.partial);
+    // Bytes of a character the output ended inside are logged (as U+FFFD), as they were before the decoder held them.
+    const last = this.partial + this.decoder.end();
+    if (last) this.onLine(last);
     this.partial = '';
   }
 }
