@@ -4,14 +4,15 @@
  * as the tests start them), one fnts full node each, the official Node FDK
  * hello function, in one run:
  *
- *   sync        sync calls/s and p99 at 16 connections (the baseline of the ratios)
+ *   sync        sync calls/s and p99 at 16 connections (the baseline of the ratios), after
+ *               as long a run to warm up
  *   accept      detached calls answered 202/s at 16 connections (each stored before its
  *               answer) and the 202's p99; ratio to sync (goal >= 2x, p99 <= sync's)
  *   drain       calls/s run from the queue once accepting stops, the fn hot; ratio to
  *               sync (goal >= 0.8x); the server's CPU per call drained (steadier than
  *               the rate on a machine shared with others)
- *   backlog     BACKLOG calls queued: sync p99 at 16 connections while they wait
- *               (goal: within 20% of the run without), the server's peak RSS (goal
+ *   backlog     BACKLOG calls queued: sync p99 at 16 connections while they wait, after
+ *               the same warm-up (goal: within 20% of the run without), the server's peak RSS (goal
  *               < 300 MB), and accepts/s meanwhile (goal: its rate kept)
  *
  *   npm run bench:detached                     (all backends)
@@ -32,6 +33,8 @@ import { cannon, cpuOf, fmt, json, type Figures } from './measure.mjs';
 const BACKENDS = ['sqlite', 'redis', 'postgres', 'mysql'] as const;
 type Backend = (typeof BACKENDS)[number];
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
+/** Sync calls before each sync run measured (the one without the backlog and the one beside it). */
+const WARMUP_SECONDS = SECONDS;
 const BACKLOG = Number(process.env['BENCH_BACKLOG'] ?? 20_000);
 const BODY = JSON.stringify({ name: 'bench' });
 const DETACHED = { 'Fn-Invoke-Type': 'detached' };
@@ -58,13 +61,24 @@ async function depth(node: FntsProcess): Promise<number> {
   return Number(m[1]);
 }
 
+/**
+ * Resolves once the queue is empty. Each look renders /metrics on the server
+ * measured (a few ms of its CPU, with the queue's depth read from its
+ * database): looking every 50 ms was 5-10% of the CPU a drain was charged
+ * per call, every 250 ms still ~5% on Postgres. So it looks about twice
+ * before the end the rate so far foresees (every 2 s at most), then every
+ * 100 ms: the drain's end is still seen within about a tenth of a second.
+ */
 async function untilEmpty(node: FntsProcess, limitMs = 600_000): Promise<void> {
-  const until = Date.now() + limitMs;
-  while ((await depth(node)) > 0) {
-    if (Date.now() > until) throw new Error('the queue did not drain');
-    // Not more often: each look renders /metrics on the server measured (a few ms of its CPU: at every
-    // 50 ms, 5-10% of the CPU a drain was charged per call was the bench's own looking).
-    await new Promise((r) => setTimeout(r, 250));
+  const start = performance.now();
+  const first = await depth(node);
+  let left = first;
+  while (left > 0) {
+    if (performance.now() - start > limitMs) throw new Error('the queue did not drain');
+    const perMs = (first - left) / Math.max(1, performance.now() - start);
+    const due = perMs > 0 ? left / perMs : 2000;
+    await new Promise((r) => setTimeout(r, Math.max(100, Math.min(2000, due / 2))));
+    left = await depth(node);
   }
 }
 
@@ -103,7 +117,10 @@ async function measure(backend: Backend, image: string): Promise<Row> {
     const syncUrl = `${node.url}/invoke/${syncFn.id}`;
     const asyncUrl = `${node.url}/invoke/${asyncFn.id}`;
 
-    await cannon({ url: syncUrl, body: BODY, seconds: 2, connections: 16 });
+    // Warmed up as long as a run: a server's first seconds under load are its slowest (its code compiled, its
+    // containers started as the load asks): after 2 s, the first 5 s ran at 1,272 calls/s, p99 29 ms, the next
+    // five at 1,712-1,885, p99 17-20 ms.
+    await cannon({ url: syncUrl, body: BODY, seconds: WARMUP_SECONDS, connections: 16 });
     const sync = await cannon({ url: syncUrl, body: BODY, seconds: SECONDS, connections: 16, pids: [pid] });
     // The detached fn hot too: a few calls queued and run first.
     await queueUp(asyncUrl, 200);
@@ -124,6 +141,9 @@ async function measure(backend: Backend, image: string): Promise<Row> {
     try {
       await queueUp(asyncUrl, BACKLOG);
       phaseRssMB.push(rssMB(pid));
+      // Warmed up as the run without the backlog was: the sync fn's containers have been idle since
+      // (paused, or gone after their idle timeout), and starting them again is not the backlog's doing.
+      await cannon({ url: syncUrl, body: BODY, seconds: WARMUP_SECONDS, connections: 16 });
       const backlogSync = await cannon({ url: syncUrl, body: BODY, seconds: SECONDS, connections: 16 });
       phaseRssMB.push(rssMB(pid));
       const backlogAccept = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED });

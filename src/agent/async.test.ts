@@ -3,26 +3,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Invoker, RunningCall } from '../call/index.js';
 import { openSqlite, type SqlDatastore } from '../datastore/index.js';
 import { callToJson, type Call, type CallFn } from '../models/index.js';
+import { detachedCall } from '../../test/support/calls.js';
 import { successOutcome } from '../../test/support/outcomes.js';
 import { SqliteQueue, type Queue } from '../mq/index.js';
 import { AsyncWorkers } from './async.js';
 
-const fn = {
-  appId: 'A',
-  appName: 'app',
-  fnId: 'F',
-  fnName: 'f',
-  image: 'i',
-  memoryMB: 128,
-  cpuMillis: 0,
-  tmpfsMB: 0,
-  timeoutS: 30,
-  idleTimeoutS: 30,
-  format: 'http-stream',
-  config: {},
-  annotations: {},
-} as unknown as CallFn;
-const call = (id: string): Call => ({ id, type: 'detached', fn, triggerId: undefined, method: 'POST', url: 'http://h/invoke/F', headers: [], createdAt: Date.now() });
+const call = (id: string): Call => detachedCall(id);
 
 /** An invoker whose calls each last `ms`, counting how many run at once; `sync` sync calls are said to be in flight. */
 function slowInvoker(ms: number, sync: () => number): Invoker & { peak: number; ran: number } {
@@ -70,6 +56,17 @@ describe('the async workers', () => {
     await ds?.close();
   });
 
+  /** A queue (on a fresh in-memory datastore) holding `n` detached calls. */
+  async function queued(n: number): Promise<SqliteQueue> {
+    ds = await openSqlite(':memory:');
+    const queue = new SqliteQueue(ds.thread!);
+    for (let i = 0; i < n; i++) {
+      const c = call(`c${i}`);
+      await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
+    }
+    return queue;
+  }
+
   /**
    * 200 detached calls of `callMs` through workers beside `sync` sync calls,
    * watched for a second, or until `enough` holds: a test whose assertions
@@ -83,12 +80,7 @@ describe('the async workers', () => {
     asyncAreaBytes?: number,
     enough: (invoker: { peak: number; ran: number }) => boolean = () => false,
   ): Promise<{ peak: number; ran: number }> {
-    ds = await openSqlite(':memory:');
-    const queue = new SqliteQueue(ds.thread!);
-    for (let i = 0; i < 200; i++) {
-      const c = call(`c${i}`);
-      await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
-    }
+    const queue = await queued(200);
     const invoker = slowInvoker(callMs, () => sync);
     workers = startWorkers(queue, invoker, record, asyncAreaBytes);
     const end = performance.now() + 1000;
@@ -108,6 +100,20 @@ describe('the async workers', () => {
     // Beside 16 sync calls: the backlog still moves, on what they leave.
     expect(busy.peak).toBeLessThanOrEqual(3);
     expect(busy.ran).toBeGreaterThan(10);
+  });
+
+  it('give the calls of one fn one CallFn (the agent keeps its spec and slot key with it, not rebuilt per call)', async () => {
+    const seen = new Set<CallFn>();
+    const queue = await queued(20);
+    const invoker = slowInvoker(1, () => 0);
+    const invoke = invoker.invoke.bind(invoker);
+    invoker.invoke = (c, ...rest) => {
+      seen.add(c.fn);
+      return invoke(c, ...rest);
+    };
+    workers = startWorkers(queue, invoker);
+    while (invoker.ran < 20) await new Promise((r) => setTimeout(r, 5));
+    expect(seen.size).toBe(1);
   });
 
   it("keep as many calls in flight as the async area holds containers of their fn's memory: a few on a small node, more than 64 on a big one", async () => {
@@ -147,12 +153,7 @@ describe('the async workers', () => {
   });
 
   it('hold back while detached calls are being accepted, as beside sync calls, and drain at full width once the burst passes', async () => {
-    ds = await openSqlite(':memory:');
-    const queue = new SqliteQueue(ds.thread!);
-    for (let i = 0; i < 200; i++) {
-      const c = call(`c${i}`);
-      await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
-    }
+    const queue = await queued(200);
     const invoker = slowInvoker(50, () => 0);
     workers = startWorkers(queue, invoker);
     // 16 callers waiting for their calls to be stored (a burst of detached requests at 16 connections).

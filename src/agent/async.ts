@@ -21,7 +21,7 @@
  * led to it, go to `record`.
  */
 import type { Logger } from 'pino';
-import { ApiError, callFromJson, callRecord, E, queuedRecord, type Call, type CallOutcome, type CallRecord } from '../models/index.js';
+import { ApiError, callFromJson, callRecord, E, FnInterner, queuedRecord, type Call, type CallOutcome, type CallRecord } from '../models/index.js';
 import type { Queue, QueuedCall } from '../mq/index.js';
 import type { Invoker } from '../call/index.js';
 import { instanceAlive } from './owner.js';
@@ -143,6 +143,8 @@ export class AsyncWorkers {
    * dies leaves them for no longer than it would have after that extend.
    */
   private readonly fnLeases = new Map<string, number>();
+  /** The calls of one fn share one CallFn: the agent's work per fn (its spec, slot key) is kept with it. */
+  private readonly fns = new FnInterner();
   /** What the call read last needs (its fn's memory and CPU): the measure of the free area in memoryWidth. */
   private callNeeds = { bytes: DEFAULT_CALL_BYTES, cpuMillis: 0 };
 
@@ -287,7 +289,7 @@ export class AsyncWorkers {
     const fail = (err: unknown): void => this.o.log.error({ err, call: id }, 'a detached call could not be settled; it will run again');
     let call: Call;
     try {
-      call = callFromJson(JSON.parse(item.callJson));
+      call = this.fns.share(callFromJson(JSON.parse(item.callJson)));
     } catch (err) {
       await this.o.queue.dead(id, `unreadable call: ${err instanceof Error ? err.message : String(err)}`).catch(fail);
       return;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { callFn, callFromJson, callRecord, callToJson, pathOf, type Call } from './call.js';
+import { callFn, callFromJson, callRecord, callToJson, FnInterner, pathOf, type Call } from './call.js';
 import { newAppFromJson } from './app.js';
 import { newFnFromJson } from './fn.js';
 import { ApiError } from './errors.js';
@@ -117,6 +117,34 @@ describe('Call as Fn models.Call JSON', () => {
       stats: [],
     });
     expect(record).toMatchObject({ id: '01JCALL', status: 'timeout', error: 'Timed out', path: '/t/shop/cart', app_name: 'shop', started_at: '2026-11-23T10:00:00.100Z' });
+  });
+});
+
+describe('FnInterner', () => {
+  it('gives the calls of one fn read from JSON one CallFn (the agent keeps its spec with it), and a changed fn its own', () => {
+    const fns = new FnInterner();
+    const read = (call: Call): Call => fns.share(callFromJson(JSON.parse(JSON.stringify(callToJson(call)))));
+    const base = sample();
+    const first = read(base);
+    const second = read({ ...base, id: '01JCALL2' });
+    expect(second.fn).toBe(first.fn);
+    expect(second.id).toBe('01JCALL2');
+    const bigger = read({ ...base, fn: { ...base.fn, memoryMB: 512 } });
+    expect(bigger.fn).not.toBe(first.fn);
+    expect(bigger.fn.memoryMB).toBe(512);
+  });
+
+  it('keeps at most its bound of fns, the oldest dropped first', () => {
+    const fns = new FnInterner(2);
+    const base = sample();
+    const of = (name: string): Call => ({ ...base, fn: { ...base.fn, fnName: name } });
+    const a = fns.share(of('a')).fn;
+    fns.share(of('b'));
+    fns.share(of('c'));
+    // a was dropped: an equal fn is kept anew, not answered with the old object.
+    expect(fns.share(of('a')).fn).not.toBe(a);
+    const c = fns.share(of('c')).fn;
+    expect(fns.share(of('c')).fn).toBe(c);
   });
 });
 

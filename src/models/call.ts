@@ -299,6 +299,28 @@ export function callFromJson(json: unknown): Call {
   };
 }
 
+/**
+ * One CallFn per distinct fn as its calls describe it (calls read from
+ * JSON: a runner's models_call_json, a detached call's queued item): the
+ * agent keeps per-fn work with the CallFn object (the function's spec, its
+ * slot key, a hash), so each such call would otherwise pay for that work
+ * again. Keyed by every field; at most `max` kept, the oldest dropped first.
+ */
+export class FnInterner {
+  private readonly fns = new Map<string, CallFn>();
+
+  constructor(private readonly max = 1000) {}
+
+  share(call: Call): Call {
+    const key = JSON.stringify(call.fn);
+    const known = this.fns.get(key);
+    if (known) return { ...call, fn: known };
+    if (this.fns.size >= this.max) this.fns.delete(this.fns.keys().next().value!);
+    this.fns.set(key, call.fn);
+    return call;
+  }
+}
+
 // ---- how a call ended
 
 /** Fn's call statuses: `queued` and `running` for a detached call not yet done. */

@@ -30,7 +30,7 @@ export {
 export type { Fn, FnFormat, FnPatch } from './fn.js';
 export { applyTriggerPatch, newTriggerFromJson, TRIGGER_HTTP_ENDPOINT_ANNOTATION, TRIGGER_TYPES, triggerPatchFromJson, triggerToJson } from './trigger.js';
 export type { Trigger, TriggerPatch, TriggerType } from './trigger.js';
-export { CALL_TYPES, callFn, RECORD_BATCH_BYTES, callFromJson, callRecord, callStatus, callToJson, queuedRecord } from './call.js';
+export { CALL_TYPES, callFn, FnInterner, RECORD_BATCH_BYTES, callFromJson, callRecord, callStatus, callToJson, queuedRecord } from './call.js';
 export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallTimings, CallType, FnCallJson, RawHeaders } from './call.js';
 export { Changes } from './changes.js';
 export { secretToJson, secretValueFromJson, validateSecretName } from './secret.js';

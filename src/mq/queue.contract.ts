@@ -56,6 +56,32 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       ]);
     });
 
+    it('never leases one item twice to leases taken at the same moment (servers sharing the queue), and leases every item, lapsed ones counted', async () => {
+      const q = await queue();
+      await Promise.all(Array.from({ length: 120 }, (_, i) => q.enqueue(item(`i${String(i).padStart(3, '0')}`))));
+      // Ten leased and left to lapse: taken back by the leases below, and counted.
+      const lapsing = (await q.reserveBatch(10, 1000, 'dead')).map((c) => c.id);
+      t += 2000;
+      const leased = new Map<string, number>();
+      let twice = 0;
+      await Promise.all(
+        Array.from({ length: 6 }, async (_, w) => {
+          for (;;) {
+            const batch = await q.reserveBatch(7, 30_000, `w${w}`);
+            if (batch.length === 0) return;
+            for (const c of batch) {
+              expect(c.body.toString()).toBe(`body of ${c.id}`);
+              if (leased.has(c.id)) twice++;
+              leased.set(c.id, c.redeliveries);
+            }
+          }
+        }),
+      );
+      expect(twice).toBe(0);
+      expect(leased.size).toBe(120);
+      expect(lapsing.map((id) => leased.get(id))).toEqual(lapsing.map(() => 1));
+    });
+
     it("leases an item of a fn it is told the time of for that fn's time, the others for the lease asked", async () => {
       const q = await queue();
       await q.enqueue(item('a'));

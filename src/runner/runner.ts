@@ -24,7 +24,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { RunnerSecrets } from './secrets.js';
 import { sameName, type CallResponse, type Invoker, encodeTriggerAnswer, undecorateTrigger } from '../call/index.js';
-import { ApiError, callFromJson, E, tellEach, type Call, type CallFn } from '../models/index.js';
+import { ApiError, callFromJson, E, FnInterner, tellEach, type Call } from '../models/index.js';
 import {
   asBuffer,
   GrpcH2Server,
@@ -364,25 +364,3 @@ export class RunnerServer {
     );
   }
 }
-
-/**
- * One CallFn per distinct fn as its calls describe it: a full node's calls
- * of a fn share one, and the agent keeps per-fn work with it (the function's
- * spec, its slot key), so each call from models_call_json would otherwise
- * pay for that work again. Keyed by every field; at most MAX_FNS kept, the
- * oldest dropped first.
- */
-class FnInterner {
-  private readonly fns = new Map<string, CallFn>();
-
-  share(call: Call): Call {
-    const key = JSON.stringify(call.fn);
-    const known = this.fns.get(key);
-    if (known) return { ...call, fn: known };
-    if (this.fns.size >= MAX_FNS) this.fns.delete(this.fns.keys().next().value!);
-    this.fns.set(key, call.fn);
-    return call;
-  }
-}
-
-const MAX_FNS = 1000;

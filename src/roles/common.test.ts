@@ -1,0 +1,77 @@
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Invoker, RunningCall } from '../call/index.js';
+import type { Config } from '../config/index.js';
+import { openSqlite, type CallLogEntry, type SqlDatastore } from '../datastore/index.js';
+import { callToJson, type Call, type CallRecord } from '../models/index.js';
+import { SqliteQueue } from '../mq/index.js';
+import { detachedCall } from '../../test/support/calls.js';
+import { successOutcome } from '../../test/support/outcomes.js';
+import { detachedCalls } from './common.js';
+
+/** An invoker whose calls answer 200 after a millisecond, each with a log line. */
+const quick: Invoker = {
+  abort() {},
+  async close() {},
+  invoke(c: Call): RunningCall {
+    const done = new Promise<void>((r) => setTimeout(r, 1));
+    return {
+      response: done.then(() => ({ status: 200, headers: [], body: Buffer.alloc(0) })),
+      outcome: done.then(() => successOutcome(c.id)),
+      log: done.then(() => `ran ${c.id}\n`),
+      cancel() {},
+    } as unknown as RunningCall;
+  },
+};
+
+describe('detached calls on a node that keeps records', () => {
+  let ds: SqlDatastore | undefined;
+  let stop: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await stop?.();
+    await ds?.close();
+  });
+
+  it('write the records of calls that end together as a few batches, each with its log, before the queue lets the call go', async () => {
+    ds = await openSqlite(':memory:');
+    const queue = new SqliteQueue(ds.thread!);
+    const stored = new Map<string, { record: CallRecord; log: string | undefined }>();
+    let writes = 0;
+    const store = {
+      async insert(records: readonly CallRecord[], logs: readonly CallLogEntry[] = []) {
+        writes++;
+        // Still queued while its record is being written: acknowledged only after.
+        const held = await queue.has(records.map((r) => r.id));
+        expect(held.size).toBe(records.length);
+        for (const r of records) stored.set(r.id, { record: r, log: logs.find((l) => l.callId === r.id)?.log });
+      },
+    };
+    const { workers } = detachedCalls({
+      config: { detached: { maxRedeliveries: 3, maxBodyBytes: 1024 } } as unknown as Config,
+      invoker: quick,
+      queue,
+      resources: { waitAsyncCapacity: async () => undefined },
+      store,
+      instance: 'me',
+      logger: pino({ level: 'silent' }),
+      metrics: undefined,
+    });
+    stop = () => workers.close();
+    const N = 60;
+    for (let i = 0; i < N; i++) {
+      const call = detachedCall(`c${i}`);
+      await queue.enqueue({ id: call.id, fnId: 'F', callJson: JSON.stringify(callToJson(call)), body: Buffer.from('{}'), maxAttempts: 3 });
+    }
+    workers.notify();
+    const until = Date.now() + 10_000;
+    while ((await queue.size()) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    expect(await queue.size()).toBe(0);
+    expect(stored.size).toBe(N);
+    for (const [id, { record, log }] of stored) {
+      expect(record.status).toBe('success');
+      expect(log).toBe(`ran ${id}\n`);
+    }
+    // Gathered, not one write per call (60 calls of a millisecond end within a few lingers).
+    expect(writes).toBeLessThanOrEqual(N / 4);
+  });
+});
