@@ -117,10 +117,10 @@ export class SqlQueue implements Queue {
    * call drained, at 3,000 queued), where the index gives them in order. So
    * once as many items have been queued since its last ANALYZE as the table
    * then held, less those acknowledged since (and at least STATS_GROWTH), the
-   * queue has it analyzed again,
-   * in the background: a handful of times while a backlog of 20,000 builds.
-   * Statistics that say more ready items than there are do no harm (the
-   * index is used either way).
+   * queue has it analyzed again in the background: a handful of times while
+   * a backlog of 20,000 builds. Statistics that say more ready items than
+   * there are do no harm (the index is used either way). Never throws: the
+   * calls whose enqueue set it off are stored, whatever becomes of it.
    */
   private noteQueued(n: number): void {
     if (this.kind !== 'postgres') return;
@@ -128,13 +128,13 @@ export class SqlQueue implements Queue {
     if (this.analyzing || this.queuedSinceStats < Math.max(STATS_GROWTH, this.rowsAtStats)) return;
     const rows = this.rowsAtStats + this.queuedSinceStats;
     this.queuedSinceStats = 0;
-    // Not awaited by the enqueue that set it off; close() waits for it. A failure is left for the next.
-    this.analyzing = sql`analyze mq`
-      .execute(this.db())
-      .then(
-        () => void (this.rowsAtStats = rows),
-        () => undefined,
-      )
+    // Not awaited by the enqueue that set it off; close() waits for it. A failure (a closed datastore
+    // included: db() throws) is left for the next.
+    this.analyzing = (async () => {
+      await sql`analyze mq`.execute(this.db());
+      this.rowsAtStats = rows;
+    })()
+      .catch(() => undefined)
       .finally(() => (this.analyzing = undefined));
   }
 
