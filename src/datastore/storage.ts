@@ -117,3 +117,12 @@ export class DatabaseUnavailableError extends ApiError {
     super(DATABASE_UNAVAILABLE, { cause, headers: { 'Retry-After': '1' } });
   }
 }
+
+/**
+ * Whether `err` would fail any write tried now, not only the one that met
+ * it (a full disk, a database that does not answer): a batch refused so is
+ * failed whole, where another refusal is tried again part by part.
+ */
+export function failsEveryWrite(err: unknown): boolean {
+  return err instanceof StorageFullError || err instanceof DatabaseUnavailableError;
+}

@@ -24,7 +24,7 @@
  * pruneDead once ORPHAN_BODY_MS old.
  */
 import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
-import { DatabaseUnavailableError, kindOf, StorageFullError, type SqlKind, type SqlSchema } from '../datastore/index.js';
+import { failsEveryWrite, kindOf, type SqlKind, type SqlSchema } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
 import { GroupCommit } from './group-commit.js';
 import { bodyChunks, ORPHAN_BODY_MS } from './sqlite-program.js';
@@ -42,9 +42,6 @@ const STATS_GROWTH = 1000;
 const ROWS_PER_INSERT = 500;
 
 type NewItem = Omit<QueuedCall, 'attempts' | 'redeliveries'>;
-
-/** Errors that would fail every part of a group again: the group fails at once rather than part by part. */
-const sharedFailure = (err: unknown): boolean => err instanceof DatabaseUnavailableError || err instanceof StorageFullError;
 
 /** One caller's enqueue in a group commit. */
 interface Part {
@@ -89,7 +86,7 @@ export class SqlQueue implements Queue {
     maxItems: GROUP_CALLS,
     maxBytes: GROUP_BYTES,
     bytesOf: (p) => p.item.body.length,
-    sharedFailure,
+    sharedFailure: failsEveryWrite,
   });
   /** Acknowledgements of calls that ended together: one statement for their items, one for their bodies. */
   private readonly acks = new GroupCommit<string, void>({
@@ -102,7 +99,7 @@ export class SqlQueue implements Queue {
     maxItems: IDS_PER_QUERY,
     // Nobody waits on an ack but the worker settling its call: larger groups, fewer round trips.
     lingerMs: ACK_LINGER_MS,
-    sharedFailure,
+    sharedFailure: failsEveryWrite,
   });
 
   async enqueue(item: NewItem, key?: string): Promise<string> {

@@ -29,9 +29,9 @@ import {
   DatabaseUnavailableError,
   loadSecretKey,
   openSqlDatastore,
+  failsEveryWrite,
   SecretBox,
   SqlSecretStore,
-  StorageFullError,
   type CallLogEntry,
   type CallStore,
   type SqlDatastore,
@@ -269,8 +269,7 @@ export function detachedCalls(o: {
       },
       maxItems: DETACHED_RECORD_BATCH,
       lingerMs: DETACHED_RECORD_LINGER_MS,
-      // A batch refused for one record's sake is written again record by record; these would fail each of them.
-      sharedFailure: (err) => err instanceof DatabaseUnavailableError || err instanceof StorageFullError,
+      sharedFailure: failsEveryWrite,
     });
   const workers = new AsyncWorkers({
     invoker: o.invoker,

@@ -9,7 +9,7 @@ import { ApiError, E, type CallRecord } from '../../models/index.js';
 import type { CallFilter, CallLogEntry, CallStore } from '../calls.js';
 import { decodeCursor } from '../cursor.js';
 import type { Page } from '../datastore.js';
-import { DatabaseUnavailableError, StorageFullError, type DiskWatch } from '../storage.js';
+import { failsEveryWrite, type DiskWatch } from '../storage.js';
 import { limitOf, toPage } from './paging.js';
 import type { Schema } from './schema.js';
 
@@ -95,7 +95,7 @@ export class SqlCallStore implements CallStore {
       );
       for (const p of parts) p.resolve();
     } catch (err) {
-      if (parts.length === 1 || err instanceof StorageFullError || err instanceof DatabaseUnavailableError) {
+      if (parts.length === 1 || failsEveryWrite(err)) {
         for (const p of parts) p.reject(err);
         return;
       }
