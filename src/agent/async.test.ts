@@ -1,36 +1,11 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Invoker, RunningCall } from '../call/index.js';
+import type { Invoker } from '../call/index.js';
 import { openSqlite, type SqlDatastore } from '../datastore/index.js';
-import { callToJson, type Call, type CallFn } from '../models/index.js';
-import { detachedCall } from '../../test/support/calls.js';
-import { successOutcome } from '../../test/support/outcomes.js';
+import type { CallFn } from '../models/index.js';
+import { queueCalls, timedInvoker } from '../../test/support/calls.js';
 import { SqliteQueue, type Queue } from '../mq/index.js';
 import { AsyncWorkers } from './async.js';
-
-const call = (id: string): Call => detachedCall(id);
-
-/** An invoker whose calls each last `ms`, counting how many run at once; `sync` sync calls are said to be in flight. */
-function slowInvoker(ms: number, sync: () => number): Invoker & { peak: number; ran: number } {
-  let now = 0;
-  const inv = {
-    abort() {},
-    async close() {},
-    peak: 0,
-    ran: 0,
-    syncInFlight: sync,
-    invoke(c: Call): RunningCall {
-      inv.peak = Math.max(inv.peak, ++now);
-      const done = new Promise<void>((r) => setTimeout(r, ms)).then(() => {
-        now--;
-        inv.ran++;
-      });
-      const outcome = done.then(() => successOutcome(c.id, ms));
-      return { response: done.then(() => ({ status: 200, headers: [], body: Buffer.alloc(0) })), outcome, log: done.then(() => ''), cancel() {} } as unknown as RunningCall;
-    },
-  };
-  return inv;
-}
 
 /** Workers on `queue` through `invoker`, always with room, records dropped (or given to `record`): started. */
 function startWorkers(queue: Queue, invoker: Invoker, record: () => Promise<void> = async () => undefined, asyncAreaBytes?: number): AsyncWorkers {
@@ -59,12 +34,7 @@ describe('the async workers', () => {
   /** A queue (on a fresh in-memory datastore) holding `n` detached calls. */
   async function queued(n: number): Promise<SqliteQueue> {
     ds = await openSqlite(':memory:');
-    const queue = new SqliteQueue(ds.thread!);
-    for (let i = 0; i < n; i++) {
-      const c = call(`c${i}`);
-      await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
-    }
-    return queue;
+    return queueCalls(new SqliteQueue(ds.thread!), n);
   }
 
   /**
@@ -81,7 +51,7 @@ describe('the async workers', () => {
     enough: (invoker: { peak: number; ran: number }) => boolean = () => false,
   ): Promise<{ peak: number; ran: number }> {
     const queue = await queued(200);
-    const invoker = slowInvoker(callMs, () => sync);
+    const invoker = timedInvoker(callMs, () => sync);
     workers = startWorkers(queue, invoker, record, asyncAreaBytes);
     const end = performance.now() + 1000;
     while (performance.now() < end && !enough(invoker)) await new Promise((r) => setTimeout(r, Math.min(10, end - performance.now())));
@@ -105,7 +75,7 @@ describe('the async workers', () => {
   it('give the calls of one fn one CallFn (the agent keeps its spec and slot key with it, not rebuilt per call)', async () => {
     const seen = new Set<CallFn>();
     const queue = await queued(20);
-    const invoker = slowInvoker(1, () => 0);
+    const invoker = timedInvoker(1, () => 0);
     const invoke = invoker.invoke.bind(invoker);
     invoker.invoke = (c, ...rest) => {
       seen.add(c.fn);
@@ -154,7 +124,7 @@ describe('the async workers', () => {
 
   it('hold back while detached calls are being accepted, as beside sync calls, and drain at full width once the burst passes', async () => {
     const queue = await queued(200);
-    const invoker = slowInvoker(50, () => 0);
+    const invoker = timedInvoker(50, () => 0);
     workers = startWorkers(queue, invoker);
     // 16 callers waiting for their calls to be stored (a burst of detached requests at 16 connections).
     let stored!: () => void;
@@ -175,13 +145,7 @@ describe('the async workers', () => {
   it("leases the calls of a fn it has run for the fn's timeout from the start: an extend only for the first ones", async () => {
     ds = await openSqlite(':memory:');
     const queue = new SqliteQueue(ds.thread!);
-    const enqueue = async (from: number, to: number): Promise<void> => {
-      for (let i = from; i < to; i++) {
-        const c = call(`c${i}`);
-        await queue.enqueue({ id: c.id, fnId: 'F', callJson: JSON.stringify(callToJson(c)), body: Buffer.from('{}'), maxAttempts: 3 });
-      }
-    };
-    await enqueue(0, 10);
+    await queueCalls(queue, 10);
     let extends_ = 0;
     const counted = Object.assign(Object.create(queue) as SqliteQueue, {
       extend: (id: string, ms: number) => {
@@ -190,7 +154,7 @@ describe('the async workers', () => {
       },
     });
     // Calls that last long enough to look at their leases while they run.
-    const invoker = slowInvoker(400, () => 0);
+    const invoker = timedInvoker(400, () => 0);
     workers = startWorkers(counted, invoker);
     const leases = async (): Promise<number[]> => {
       const rows = await ds!.database().selectFrom('mq').select('lease_until').where('state', '=', 'leased').execute();
@@ -208,7 +172,7 @@ describe('the async workers', () => {
     expect(extends_).toBe(10);
     for (const ms of await leases()) expect(ms).toBeLessThanOrEqual(60_000);
     await until(async () => invoker.ran === 10);
-    await enqueue(10, 30);
+    await queueCalls(queue, 20, 10);
     workers.notify();
     await until(async () => (await leases()).length === 20);
     // F's next calls: leased for F's time at once, with no extend.

@@ -1,28 +1,18 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Invoker, RunningCall } from '../call/index.js';
 import type { Config } from '../config/index.js';
 import { openSqlite, type CallLogEntry, type SqlDatastore } from '../datastore/index.js';
-import { callToJson, type Call, type CallRecord } from '../models/index.js';
+import type { CallRecord } from '../models/index.js';
 import { SqliteQueue } from '../mq/index.js';
-import { detachedCall } from '../../test/support/calls.js';
-import { successOutcome } from '../../test/support/outcomes.js';
+import { queueCalls, timedInvoker } from '../../test/support/calls.js';
 import { detachedCalls } from './common.js';
 
 /** An invoker whose calls answer 200 after a millisecond, each with a log line. */
-const quick: Invoker = {
-  abort() {},
-  async close() {},
-  invoke(c: Call): RunningCall {
-    const done = new Promise<void>((r) => setTimeout(r, 1));
-    return {
-      response: done.then(() => ({ status: 200, headers: [], body: Buffer.alloc(0) })),
-      outcome: done.then(() => successOutcome(c.id)),
-      log: done.then(() => `ran ${c.id}\n`),
-      cancel() {},
-    } as unknown as RunningCall;
-  },
-};
+const quick = timedInvoker(
+  1,
+  () => 0,
+  (c) => `ran ${c.id}\n`,
+);
 
 describe('detached calls on a node that keeps records', () => {
   let ds: SqlDatastore | undefined;
@@ -58,10 +48,7 @@ describe('detached calls on a node that keeps records', () => {
     });
     stop = () => workers.close();
     const N = 60;
-    for (let i = 0; i < N; i++) {
-      const call = detachedCall(`c${i}`);
-      await queue.enqueue({ id: call.id, fnId: 'F', callJson: JSON.stringify(callToJson(call)), body: Buffer.from('{}'), maxAttempts: 3 });
-    }
+    await queueCalls(queue, N);
     workers.notify();
     const until = Date.now() + 10_000;
     while ((await queue.size()) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
