@@ -285,9 +285,11 @@ export class SqlQueue implements Queue {
             sql` `,
           )} else ${now + ms}::bigint end`
         : sql`${now + ms}::bigint`;
+    // Each pick in its index's order: lapsed leases by when they ended (mq_lapsed_idx), ready items by age.
     const pick = (state: 'leased' | 'ready'): RawBuilder<unknown> =>
-      sql`array(select id from mq where state = ${state} and ${sql.ref(state === 'leased' ? 'lease_until' : 'available_at')} <= ${now}
-        order by available_at, enqueued_at limit ${max} for update skip locked)`;
+      state === 'leased'
+        ? sql`array(select id from mq where state = 'leased' and lease_until <= ${now} order by lease_until limit ${max} for update skip locked)`
+        : sql`array(select id from mq where state = 'ready' and available_at <= ${now} order by available_at, enqueued_at limit ${max} for update skip locked)`;
     const { rows } = await sql<LeasedRow & { body: Buffer | null }>`
       with leased as (
         update mq set
@@ -341,15 +343,17 @@ export class SqlQueue implements Queue {
     return (w: ExpressionBuilder<SqlSchema, 'mq'>) => w.or([w.and([w('state', '=', 'ready'), w('available_at', '<=', now)]), w.and([w('state', '=', 'leased'), w('lease_until', '<=', now)])]);
   }
 
-  /** The ids a lease picks, in the index's order (state, available_at, enqueued_at): lapsed leases, or ready items due. */
+  /**
+   * The ids a lease picks, in their index's order: lapsed leases by when
+   * they ended (mq_lapsed_idx), or ready items due by age (state,
+   * available_at, enqueued_at).
+   */
   private pick(db: Kysely<SqlSchema> | Transaction<SqlSchema>, lapsed: boolean, now: number, n: number) {
     const q = db
       .selectFrom('mq')
       .select('id')
       .where('state', '=', lapsed ? 'leased' : 'ready')
-      .where(lapsed ? 'lease_until' : 'available_at', '<=', now)
-      .orderBy('available_at')
-      .orderBy('enqueued_at')
+      .$call((w) => (lapsed ? w.where('lease_until', '<=', now).orderBy('lease_until') : w.where('available_at', '<=', now).orderBy('available_at').orderBy('enqueued_at')))
       .limit(n);
     // Rows others are leasing are skipped, not waited for (SQLite, in tests, has one writer at a time).
     return this.kind === 'sqlite' ? q : q.forUpdate().skipLocked();

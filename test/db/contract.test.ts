@@ -147,6 +147,43 @@ for (const kind of DATABASE_KINDS) {
       }
     });
 
+    it('finds leases that ended through their own index, not by reading every call in flight, and takes them back first', async () => {
+      const store = await storeOn('fresh')();
+      try {
+        const db = store.database();
+        let now = Date.now();
+        const queue = databaseQueue(store, () => now);
+        const enqueue = (from: number, n: number) =>
+          Promise.all(Array.from({ length: n }, (_, i) => queue.enqueue({ id: `c${String(from + i).padStart(5, '0')}`, fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 })));
+        // 130 calls in flight, as on a busy node, ten of them on a shorter lease; 2,870 waiting, queued later.
+        await enqueue(0, 130);
+        now += 1;
+        await enqueue(130, 2870);
+        const short = await queue.reserveBatch(10, 1_000, 'w');
+        expect(await queue.reserveBatch(120, 60_000, 'w')).toHaveLength(120);
+        await sql.raw(kind === 'mysql' ? 'analyze table mq' : 'analyze').execute(db);
+        // The pick of lapsed leases as each database plans it (SQLite's queue has no row locks to take).
+        const pick = sql`select id from mq where state = 'leased' and lease_until <= ${now} order by lease_until limit 16 ${kind === 'sqlite' ? sql`` : sql`for update skip locked`}`;
+        const plan = {
+          mysql: async () => (await sql<{ key: string | null }>`explain ${pick}`.execute(db)).rows.map((r) => r.key ?? ''),
+          postgres: async () => (await sql<{ 'QUERY PLAN': string }>`explain ${pick}`.execute(db)).rows.map((r) => r['QUERY PLAN']),
+          sqlite: async () => (await sql<{ detail: string }>`explain query plan ${pick}`.execute(db)).rows.map((r) => r.detail),
+        }[kind];
+        expect((await plan()).join('\n')).toContain('mq_lapsed_idx');
+        now += 2_000;
+        const taken = await queue.reserveBatch(16, 60_000, 'w2');
+        const byId = (a: string, b: string) => a.localeCompare(b);
+        expect(
+          taken
+            .slice(0, 10)
+            .map((c) => `${c.id} ${c.redeliveries}`)
+            .sort(byId),
+        ).toEqual(short.map((c) => `${c.id} 1`).sort(byId));
+        expect(taken.slice(10).every((c) => c.redeliveries === 0)).toBe(true);
+      } finally {
+        await store.close();
+      }
+    });
     it('keeps API tokens (their digests) as given, oldest first, and removes them once', async () => {
       const store = await storeOn('fresh')();
       try {
