@@ -8,7 +8,8 @@
  *
  *   prepare()  rejects with a DriverError, leaving nothing it made running
  *   run()      rejects with a DriverError (ContainerStartError: the engine refused)
- *   wait()     resolves, however the engine answers (a failed wait says 'error', with why)
+ *   wait()     resolves, however the engine answers (a failed wait says 'error', with why),
+ *              and once close() removed the container even if the engine never answers
  *   close()    resolves, however the engine answers (a failed removal is retried once,
  *              then left to the owner's clean-up at the next start)
  *   freeze()/unfreeze(), ping(), listContainers(), removeContainers()

@@ -8,6 +8,8 @@
  *   reset     the connection closed before any answer (a dying engine, a proxy cut)
  *   redirect  301 to /images/json, as the engine answers a path it finds unclean
  *   cut       the real answer begins, then the connection is closed (a stream that breaks)
+ *   silent    no answer ever, the connection kept open (a wait the engine forgot: it does,
+ *             for a container removed in the moment its wait is set up)
  *
  * Point a client at it (`new Docker({ socketPath })`, or DOCKER_HOST=unix://...)
  * to see how it copes with an engine failing at any step.
@@ -21,7 +23,7 @@ import { join } from 'node:path';
 
 export const ENGINE_STEPS = ['ping', 'inspect-image', 'pull', 'create', 'attach', 'start', 'wait', 'stats', 'inspect', 'pause', 'unpause', 'remove', 'list'] as const;
 export type EngineStep = (typeof ENGINE_STEPS)[number];
-export type EngineFault = 'error' | 'reset' | 'redirect' | 'cut';
+export type EngineFault = 'error' | 'reset' | 'redirect' | 'cut' | 'silent';
 
 const UPSTREAM = '/var/run/docker.sock';
 
@@ -120,6 +122,10 @@ export class FaultyEngine {
       req.resume();
       return;
     }
+    if (fault === 'silent') {
+      req.resume();
+      return;
+    }
     const upstream = request({ socketPath: UPSTREAM, method: req.method, path: req.url, headers: req.headers }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       if (fault === 'cut') {
@@ -155,6 +161,7 @@ export class FaultyEngine {
       socket.end('HTTP/1.1 301 Moved Permanently\r\nLocation: /images/json\r\nContent-Length: 0\r\n\r\n');
       return;
     }
+    if (fault === 'silent') return;
     const upstream = connect(UPSTREAM);
     upstream.on('error', () => socket.destroy());
     socket.on('close', () => upstream.destroy());

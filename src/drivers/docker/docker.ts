@@ -344,6 +344,8 @@ class DockerCookie implements Cookie {
   private readonly settled: Promise<RunResult>;
   private killedAs: RunStatus | undefined;
   private closing: Promise<void> | undefined;
+  /** Ends the engine's wait for the container's exit, once it is removed and the wait still has not answered (see close). */
+  private readonly exitWatch = new AbortController();
 
   /** Resolves when the attached output stream has ended (all output delivered). */
   private outputDone: Promise<void> = Promise.resolve();
@@ -416,10 +418,10 @@ class DockerCookie implements Cookie {
   private async watchExit(): Promise<RunResult> {
     let exitCode: number | undefined;
     try {
-      const r = (await this.container.wait({ condition: 'next-exit' })) as { StatusCode?: number };
+      const r = (await this.container.wait({ condition: 'next-exit', abortSignal: this.exitWatch.signal })) as { StatusCode?: number };
       exitCode = r.StatusCode;
     } catch {
-      // Removed while waiting: killed.
+      // Removed while waiting (or no answer once removed: see close): killed.
     }
     // The output may still be on its way when the exit is reported; a second is plenty.
     await within(this.outputDone, 1000, () => undefined, { unref: true });
@@ -527,10 +529,18 @@ class DockerCookie implements Cookie {
         this.settle({ status: this.killedAs, exitCode: undefined, oomKilled: false, message: `container could not be removed (${engineMessage(failure)}); it is removed later` });
       }
       if (!this.result) this.settle({ status: this.killedAs, exitCode: undefined, oomKilled: false, message: 'container removed before it ran' });
+      // The engine answers a wait when the container goes, but not always for
+      // one removed in the moment the wait was being set up (a container that
+      // never started: 2 waits in 200 here never answered); the wait is given
+      // up after a while, so that wait() settles and no request stays open.
+      else void within(this.settled, EXIT_AFTER_REMOVAL_MS, () => this.exitWatch.abort(), { unref: true });
     })();
     return this.closing;
   }
 }
+
+/** How long the engine's wait for a container's exit may stay unanswered once the container is removed. */
+const EXIT_AFTER_REMOVAL_MS = 2_000;
 
 /** How often containers the engine would not remove are tried again. */
 const REMOVAL_RETRY_MS = 5_000;
