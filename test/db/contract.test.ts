@@ -48,7 +48,8 @@ function openInProcess(url: string): Promise<{ code: number | null; output: stri
     let output = '';
     child.stdout.on('data', (b: Buffer) => (output += b.toString()));
     child.stderr.on('data', (b: Buffer) => (output += b.toString()));
-    child.on('exit', (code) => resolve({ code, output }));
+    // 'close', not 'exit': the process has ended and its output has all been read.
+    child.on('close', (code) => resolve({ code, output }));
   });
 }
 

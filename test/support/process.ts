@@ -57,7 +57,14 @@ export function runFnts(args: string[], env: Record<string, string>, cwd?: strin
   let output = '';
   proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
   proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));
-  const done = new Promise<{ code: number | null; output: string }>((resolve) => proc.on('exit', (code) => resolve({ code, output })));
+  // 'exit' may come before the last of the output has been read: done waits for both pipes to end too
+  // (for 2 s at most: a process the server started might hold them open).
+  const ended = (stream: NodeJS.ReadableStream): Promise<void> => new Promise((resolve) => stream.once('close', resolve));
+  const drained = Promise.all([ended(proc.stdout!), ended(proc.stderr!)]);
+  const done = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code))).then(async (code) => {
+    await Promise.race([drained, new Promise((r) => setTimeout(r, 2000).unref())]);
+    return { code, output };
+  });
   return { proc, done };
 }
 
