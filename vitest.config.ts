@@ -13,11 +13,26 @@ import { defineConfig } from 'vitest/config';
  * - db: the datastore on real Postgres and MariaDB servers (started by the
  *   tests from Debian's packages) and SQLite, and nodes sharing one;
  * - browser: the console (/ui) in Debian's chromium, driven by playwright-core,
- *   against a real server with real functions.
+ *   against a real server with real functions;
+ * - timing: files whose workload is real time (TIMING below): one at a
+ *   time, alone, after the rest.
+ *
+ * Two files at a time (the machine's 2 cores): most of the suite waits on
+ * Docker and on servers it started, and one at a time took 880 s where two
+ * take ~600.
  */
+/**
+ * Files whose workload is real time, run one at a time with nothing beside
+ * them: calls on a cadence (keep-alive), and a burst of 200 cold calls
+ * against their deadlines with the machine's container starts (beside
+ * another file, once a call of the burst answered neither 200 nor 503).
+ */
+const TIMING = ['test/agent/keepalive.test.ts', 'test/agent/failures.test.ts'];
+
 export default defineConfig({
   test: {
     pool: 'forks',
+    maxWorkers: 2,
     // Worker threads started by src/ (SQLite writer, span export) load their .ts modules: see the file.
     execArgv: ['--import', fileURLToPath(new URL('./test/setup/worker-threads.mjs', import.meta.url))],
     testTimeout: 30_000,
@@ -32,10 +47,11 @@ export default defineConfig({
         test: {
           name: 'docker',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**', 'test/db/**', 'test/browser/**'],
+          exclude: ['test/static/**', 'test/fleet/**', 'test/poolmanager/**', 'test/db/**', 'test/browser/**', ...TIMING],
           globalSetup: ['test/setup/global.ts'],
         },
       },
+      { extends: true, test: { name: 'timing', include: TIMING, globalSetup: ['test/setup/global.ts'], maxWorkers: 1, sequence: { groupOrder: 1 } } },
       { extends: true, test: { name: 'browser', include: ['test/browser/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
       { extends: true, test: { name: 'db', include: ['test/db/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },
       { extends: true, test: { name: 'fleet', include: ['test/fleet/**/*.test.ts', 'test/poolmanager/**/*.test.ts'], globalSetup: ['test/setup/global.ts'] } },

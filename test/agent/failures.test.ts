@@ -118,7 +118,8 @@ describe('a burst of 200 calls to a cold function', () => {
       const results = await Promise.all(Array.from({ length: 200 }, (_, i) => s.invoke(fn.id, { i })));
       const statuses = new Map<number, number>();
       for (const r of results) statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
-      expect([...statuses.keys()].every((st) => st === 200 || st === 503)).toBe(true);
+      const others = results.filter((r) => r.status !== 200 && r.status !== 503);
+      expect(others.map((r) => `${r.status} after ${Math.round(r.ms)} ms: ${JSON.stringify(r.json)}`)).toEqual([]);
       // Memory a finished container frees is used again: more calls succeed than fit at once
       // (how many more depends on how fast this machine starts containers).
       expect(statuses.get(200) ?? 0).toBeGreaterThan(10);
