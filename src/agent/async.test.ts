@@ -1,10 +1,10 @@
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Invoker } from '../call/index.js';
 import { openSqlite, type SqlDatastore } from '../datastore/index.js';
 import type { CallFn } from '../models/index.js';
 import { queueCalls, timedInvoker } from '../../test/support/calls.js';
-import { SqliteQueue, type Queue } from '../mq/index.js';
+import { SqliteQueue, type Queue, type QueuedCall } from '../mq/index.js';
 import { AsyncWorkers } from './async.js';
 
 /** Workers on `queue` through `invoker`, always with room, records dropped (or given to `record`): started. */
@@ -140,6 +140,38 @@ describe('the async workers', () => {
     while (invoker.ran < 200 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     expect(invoker.ran).toBe(200);
     expect(invoker.peak).toBeGreaterThanOrEqual(16);
+  });
+
+  it('stop as soon as they are closed while leasing, with no timer to wait for (the process ended in the middle of its shutdown)', async () => {
+    // Timers frozen: an idle poll's (unref'd) timer was all that would have ended the wait, and with
+    // nothing else keeping the process alive it ended there, its last records and queue unwritten.
+    vi.useFakeTimers();
+    try {
+      let answer!: (items: QueuedCall[]) => void;
+      await new Promise<void>((leasing) => {
+        const queue = {
+          releaseDead: async () => 0,
+          reserveBatch: () => {
+            leasing();
+            return new Promise<QueuedCall[]>((r) => (answer = r));
+          },
+        } as unknown as Queue;
+        workers = startWorkers(
+          queue,
+          timedInvoker(1, () => 0),
+        );
+      });
+      let closed = false;
+      const closing = workers!.close().then(() => (closed = true));
+      answer([]);
+      for (let i = 0; i < 100 && !closed; i++) await Promise.resolve();
+      expect(closed).toBe(true);
+      await closing;
+    } finally {
+      vi.useRealTimers();
+      // Not closed (the defect back): nothing for afterEach to wait on for ever.
+      workers = undefined;
+    }
   });
 
   it("leases the calls of a fn it has run for the fn's timeout from the start: an extend only for the first ones", async () => {

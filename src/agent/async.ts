@@ -228,6 +228,9 @@ export class AsyncWorkers {
   }
 
   private async pause(ms: number): Promise<void> {
+    // Stopped while leasing: an abort listener added now would never be told, and the (unref'd)
+    // timer alone would let the process end in the middle of its shutdown, the last records unwritten.
+    if (this.stop.signal.aborted) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);
       timer.unref();

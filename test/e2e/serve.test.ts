@@ -55,7 +55,7 @@ describe('fnts serve', () => {
     expect(serving).toMatch(/^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d{4}\] INFO: fnts serving on :\d+ \{.*"role":"full"/);
     expect(() => JSON.parse(serving!)).toThrow();
     expect(fnts.output()).not.toContain('\u001b[');
-    expect(lines.at(-1)).toMatch(/INFO: fnts stopped$/);
+    expect(lines.at(-1), fnts.output()).toMatch(/INFO: fnts stopped$/);
   });
 
   it('refuses a bad setting at startup, naming the variable and what to use', async () => {

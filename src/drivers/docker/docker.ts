@@ -141,6 +141,7 @@ export class DockerDriver implements Driver {
           stream.destroy();
           reject(abortError(abort));
         };
+        if (abort.aborted) return onAbort();
         abort.addEventListener('abort', onAbort, { once: true });
         this.docker.modem.followProgress(stream, (err: Error | null, output: Array<{ error?: string }>) => {
           abort.removeEventListener('abort', onAbort);
