@@ -1,3 +1,6 @@
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Config } from '../config/index.js';
@@ -5,7 +8,7 @@ import { openSqlite, type CallLogEntry, type SqlDatastore } from '../datastore/i
 import type { CallRecord } from '../models/index.js';
 import { SqliteQueue } from '../mq/index.js';
 import { queueCalls, timedInvoker } from '../../test/support/calls.js';
-import { detachedCalls } from './common.js';
+import { createLogger, detachedCalls } from './common.js';
 
 /** An invoker whose calls answer 200 after a millisecond, each with a log line. */
 const quick = timedInvoker(
@@ -60,5 +63,28 @@ describe('detached calls on a node that keeps records', () => {
     }
     // Gathered, not one write per call (60 calls of a millisecond end within a few lingers).
     expect(writes).toBeLessThanOrEqual(N / 4);
+  });
+});
+
+describe("the server's log", () => {
+  it.each(['text', 'json'] as const)('is written (%s) by the time the logging call returns, so that an exit right after it loses no line', (logFormat) => {
+    const dir = mkdtempSync(join(tmpdir(), 'fnts-log-'));
+    const fd = openSync(join(dir, 'out.log'), 'w');
+    try {
+      const logger = createLogger({ logLevel: 'info', logFormat } as Config, fd);
+      logger.info({ port: 8080 }, 'fnts serving on :8080');
+      logger.info('fnts stopped');
+      const lines = readFileSync(join(dir, 'out.log'), 'utf8').trimEnd().split('\n');
+      expect(lines).toHaveLength(2);
+      if (logFormat === 'text') {
+        expect(lines[0]).toMatch(/^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d{4}\] INFO: fnts serving on :8080 \{"port":8080\}$/);
+        expect(lines[1]).toMatch(/INFO: fnts stopped$/);
+      } else {
+        expect(JSON.parse(lines[1]!)).toMatchObject({ level: 30, svc: 'fnts', msg: 'fnts stopped' });
+      }
+    } finally {
+      closeSync(fd);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -4,8 +4,8 @@
  * queue's durability check, the fleet's TLS files.
  */
 import { readFileSync } from 'node:fs';
-import { pino, type Logger } from 'pino';
-import { build as prettyStream } from 'pino-pretty';
+import { destination, pino, type Logger } from 'pino';
+import { prettyFactory } from 'pino-pretty';
 import {
   Agent,
   AsyncWorkers,
@@ -45,16 +45,19 @@ import type { Metrics } from '../telemetry/index.js';
 import type { Building, RoleContext } from './parts.js';
 
 /**
- * The server's logger, on stdout: JSON lines (FN_LOG_FORMAT=json) for log
- * collectors, or text lines for people (text). Text is written
- * synchronously, like pino's own JSON, so that the last lines before an
- * exit are not lost; colours only on a terminal, so that a file or a
- * collector gets plain text.
+ * The server's logger, on stdout (`fd`): JSON lines (FN_LOG_FORMAT=json)
+ * for log collectors, or text lines for people (text). Either is written
+ * in the logging call itself, text formatted there too (no chain of
+ * streams in between), so that the last lines before an exit are not
+ * lost; colours only on a terminal, so that a file or a collector gets
+ * plain text.
  */
-export function createLogger(config: Config): Logger {
+export function createLogger(config: Config, fd = 1): Logger {
   const options = { level: config.logLevel, base: { svc: 'fnts' } };
-  if (config.logFormat === 'json') return pino(options);
-  return pino(options, prettyStream({ sync: true, colorize: process.stdout.isTTY === true, singleLine: true, ignore: 'pid,hostname,svc', translateTime: 'SYS:standard' }));
+  const out = destination({ dest: fd, sync: true });
+  if (config.logFormat === 'json') return pino(options, out);
+  const text = prettyFactory({ colorize: fd === 1 && process.stdout.isTTY === true, singleLine: true, ignore: 'pid,hostname,svc', translateTime: 'SYS:standard' });
+  return pino(options, { write: (line: string) => out.write(text(line)) });
 }
 
 /** How often, at most, the server says that the database does not answer (every failed query would say it). */
