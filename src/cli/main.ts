@@ -40,7 +40,7 @@ const CLEANUP_BOUND_MS = 15_000;
  * Whatever happens, the process exits within the drain time plus
  * CLEANUP_BOUND_MS of the first signal.
  */
-function stopOnSignals(server: RunningServer, config: Config): void {
+function stopOnSignals(server: RunningServer, config: Config): (signal: NodeJS.Signals) => void {
   const log = server.logger;
   let signals = 0;
   let deadline: Deadline | undefined;
@@ -77,6 +77,7 @@ function stopOnSignals(server: RunningServer, config: Config): void {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  return stop;
 }
 
 /**
@@ -109,9 +110,19 @@ async function serve(): Promise<void> {
     throw err;
   }
   boundHeapGrowth();
+  // A signal during the start is kept, and served once the server is up: without a listener the
+  // process would die of it at once (its default action), containers and all, and the start
+  // announces "fnts serving" a moment before the listeners below are in place.
+  let early: NodeJS.Signals | undefined;
+  const keep = (signal: NodeJS.Signals): void => void (early ??= signal);
+  process.on('SIGTERM', keep);
+  process.on('SIGINT', keep);
   const server = await startServer(config);
   reportFaults(server);
-  stopOnSignals(server, config);
+  const stop = stopOnSignals(server, config);
+  process.off('SIGTERM', keep);
+  process.off('SIGINT', keep);
+  if (early) stop(early);
 }
 
 const program = new Command().name('fnts').description('fnts: a container-native serverless platform, compatible with the Fn Project').version(VERSION, '-v, --version');

@@ -125,7 +125,7 @@ describe('the server process', () => {
     expect(after.status).toBe(200);
     expect(after.body.hostname).toBe(before.body.hostname);
     expect(second.output()).toMatch(/another fnts server .* uses this data directory/);
-    expect(await second.stop()).toBe(0);
+    expect(await second.stop(), second.output()).toBe(0);
     expect(await ownedBy(spelled)).toHaveLength(1);
 
     await first.stop('SIGKILL');
@@ -133,7 +133,7 @@ describe('the server process', () => {
     try {
       expect(await ownedBy(respelled)).toEqual([]);
     } finally {
-      expect(await third.stop()).toBe(0);
+      expect(await third.stop(), third.output()).toBe(0);
     }
   });
 

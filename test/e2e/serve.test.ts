@@ -45,6 +45,15 @@ describe('fnts serve', () => {
     expect(existsSync(join(cwd, 'data', 'fn.db'))).toBe(true);
   });
 
+  it('stops cleanly when told to while it is starting: it comes up, then stops as on any SIGTERM, exit 0', async () => {
+    const { proc, done } = runFnts(['serve'], { FN_PORT: '0', FN_LISTEN_HOST: '127.0.0.1', FNTS_GRPC_LISTEN_HOST: '127.0.0.1', FN_DB_URL: `sqlite3://${join(dir, 'early', 'fn.db')}` });
+    // At its first line, long before it serves (a signal with no listener yet would kill it outright).
+    proc.stdout!.once('data', () => proc.kill('SIGTERM'));
+    const { code, output } = await done;
+    expect(code, output).toBe(0);
+    expect(output).toMatch(/fnts serving on :\d+[\s\S]*shutting down[\s\S]*fnts stopped/);
+  });
+
   it('logs text lines for people with FN_LOG_FORMAT=text, from the first line to the last before it exits', async () => {
     const fnts = await startFnts({ FN_DB_URL: `sqlite3://${join(dir, 'text-log', 'fn.db')}`, FN_LOG_FORMAT: 'text' });
     expect((await json(`${fnts.url}/health`)).body).toEqual({ status: 'ok' });
