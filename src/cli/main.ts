@@ -112,9 +112,14 @@ async function serve(): Promise<void> {
   boundHeapGrowth();
   // A signal during the start is kept, and served once the server is up: without a listener the
   // process would die of it at once (its default action), containers and all, and the start
-  // announces "fnts serving" a moment before the listeners below are in place.
+  // announces "fnts serving" a moment before the listeners below are in place. A second one
+  // exits at once (a start may wait a minute for its database).
   let early: NodeJS.Signals | undefined;
-  const keep = (signal: NodeJS.Signals): void => void (early ??= signal);
+  const keep = (signal: NodeJS.Signals): void => {
+    if (early) process.exit(1);
+    early = signal;
+    process.stderr.write(`fnts: ${signal} while starting: stopping as soon as the server is up (send ${signal} again to exit now)\n`);
+  };
   process.on('SIGTERM', keep);
   process.on('SIGINT', keep);
   const server = await startServer(config);
