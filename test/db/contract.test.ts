@@ -41,6 +41,11 @@ function rawKysely(url: string): Kysely<unknown> {
   return new Kysely<unknown>({ dialect: new SqliteDialect({ database: new BetterSqlite3(loc.path) }) });
 }
 
+/** Queues `n` one-byte calls of fn f at once (so the queue writes them in groups), ids c<from>... padded to sort in order. */
+function queueAtOnce(queue: ReturnType<typeof databaseQueue>, from: number, n: number): Promise<string[]> {
+  return Promise.all(Array.from({ length: n }, (_, i) => queue.enqueue({ id: `c${String(from + i).padStart(5, '0')}`, fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 })));
+}
+
 /** Opens (and so migrates) the store in a process of its own: what it printed, and how it ended. */
 function openInProcess(url: string): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
@@ -131,7 +136,7 @@ for (const kind of DATABASE_KINDS) {
         };
         const queue = databaseQueue(store);
         const before = await analyses();
-        await Promise.all(Array.from({ length: 3000 }, (_, i) => queue.enqueue({ id: `c${String(i).padStart(5, '0')}`, fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 })));
+        await queueAtOnce(queue, 0, 3000);
         const until = Date.now() + 10_000;
         while ((await analyses()) <= before && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
         expect(await analyses()).toBeGreaterThan(before);
@@ -154,12 +159,10 @@ for (const kind of DATABASE_KINDS) {
         const db = store.database();
         let now = Date.now();
         const queue = databaseQueue(store, () => now);
-        const enqueue = (from: number, n: number) =>
-          Promise.all(Array.from({ length: n }, (_, i) => queue.enqueue({ id: `c${String(from + i).padStart(5, '0')}`, fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 })));
         // 130 calls in flight, as on a busy node, ten of them on a shorter lease; 2,870 waiting, queued later.
-        await enqueue(0, 130);
+        await queueAtOnce(queue, 0, 130);
         now += 1;
-        await enqueue(130, 2870);
+        await queueAtOnce(queue, 130, 2870);
         const short = await queue.reserveBatch(10, 1_000, 'w');
         expect(await queue.reserveBatch(120, 60_000, 'w')).toHaveLength(120);
         await sql.raw(kind === 'mysql' ? 'analyze table mq' : 'analyze').execute(db);
