@@ -174,6 +174,39 @@ describe('the async workers', () => {
     }
   });
 
+  it('lease a backlog up to three leases at once (the next read while one is answered), and an empty queue one lease at a time, resting between', async () => {
+    const queue = await queued(200);
+    // A queue whose every lease takes 30 ms (a few round trips to a loaded database).
+    let underWay = 0;
+    let peak = 0;
+    let leases = 0;
+    const slow = Object.assign(Object.create(queue) as SqliteQueue, {
+      reserveBatch: async (...args: Parameters<SqliteQueue['reserveBatch']>) => {
+        peak = Math.max(peak, ++underWay);
+        leases++;
+        try {
+          await new Promise((r) => setTimeout(r, 30));
+          return await queue.reserveBatch(...args);
+        } finally {
+          underWay--;
+        }
+      },
+    });
+    const invoker = timedInvoker(50, () => 0);
+    workers = startWorkers(slow, invoker);
+    const deadline = Date.now() + 10_000;
+    while (invoker.ran < 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(invoker.ran).toBe(200);
+    // One lease at a time kept at most 16 calls coming every 30 ms: the calls waited for their leases.
+    expect(peak).toBe(3);
+    // Drained: one lease looks at a time, IDLE_POLL_MS apart.
+    peak = 0;
+    leases = 0;
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(peak).toBe(1);
+    expect(leases).toBeLessThanOrEqual(6);
+  });
+
   it("leases the calls of a fn it has run for the fn's timeout from the start: an extend only for the first ones", async () => {
     ds = await openSqlite(':memory:');
     const queue = new SqliteQueue(ds.thread!);
