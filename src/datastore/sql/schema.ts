@@ -56,8 +56,10 @@ export interface MqTable {
   id: string;
   fn_id: string;
   call_json: string;
-  /** The body's size; the body itself is in mq_bodies. */
+  /** The body's size; the body itself is small_body, or in mq_bodies. */
   body_bytes: number;
+  /** The body when small (mq/sql.ts: SMALL_BODY_BYTES, Postgres and MySQL); null: in mq_bodies, or empty. */
+  small_body: Buffer | null;
   attempts: number;
   max_attempts: number;
   /** ready | leased | dead */
