@@ -174,7 +174,7 @@ describe('the async workers', () => {
     }
   });
 
-  it('lease a backlog up to three leases at once (the next read while one is answered), and an empty queue one lease at a time, resting between', async () => {
+  it('lease a backlog up to three leases at once while the leases are slower than the calls, and an empty queue one lease at a time, resting between', async () => {
     const queue = await queued(200);
     // A queue whose every lease takes 30 ms (a few round trips to a loaded database).
     let underWay = 0;
