@@ -52,7 +52,7 @@ const STATS_GROWTH = 1000;
  * rewrites no more than it did.
  */
 const SMALL_BODY_BYTES = 1024;
-/** Rows per INSERT statement (14 columns each at most: well within bound-parameter limits). */
+/** Rows per INSERT statement (15 columns each at most: well within bound-parameter limits). */
 const ROWS_PER_INSERT = 500;
 
 type NewItem = Omit<QueuedCall, 'attempts' | 'redeliveries'>;
