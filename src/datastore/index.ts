@@ -13,6 +13,7 @@ export { loadSecretKey, SECRET_KEY_FILE, SecretKeyError } from './secret-key.js'
 export type { SecretKeySource } from './secret-key.js';
 export type { TokenRecord, TokenStore } from './tokens.js';
 export { decodeCursor, encodeCursor } from './cursor.js';
+export { GroupCommit, type GroupCommitOptions } from './group-commit.js';
 export { DATABASE_BUSY, DATABASE_DISK_FULL, DATABASE_UNAVAILABLE, DatabaseBusyError, DatabaseUnavailableError, DiskWatch, failsEveryWrite, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, kindOf, openSqlDatastore, openSqlite, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore, SqlSecretStore, UnsupportedDatabaseError } from './sql/index.js';

@@ -8,7 +8,6 @@ import type { Queue } from './queue.js';
 import { SqlQueue } from './sql.js';
 import { SqliteQueue } from './sqlite.js';
 
-export { GroupCommit, type GroupCommitOptions } from './group-commit.js';
 export { IDEMPOTENCY_WINDOW_MS } from './queue.js';
 export type { Queue, QueuedCall } from './queue.js';
 export { RedisQueue } from './redis.js';

@@ -27,9 +27,8 @@
  * pruneDead once ORPHAN_BODY_MS old.
  */
 import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
-import { failsEveryWrite, kindOf, type SqlKind, type SqlSchema } from '../datastore/index.js';
+import { failsEveryWrite, GroupCommit, kindOf, type SqlKind, type SqlSchema } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
-import { GroupCommit } from './group-commit.js';
 import { bodyChunks, ORPHAN_BODY_MS } from './sqlite-program.js';
 
 /** Ids per `IN (...)` list: well under every database's limit on bound parameters. */

@@ -30,6 +30,7 @@ import {
   loadSecretKey,
   openSqlDatastore,
   failsEveryWrite,
+  GroupCommit,
   SecretBox,
   SqlSecretStore,
   type CallLogEntry,
@@ -39,7 +40,7 @@ import {
 } from '../datastore/index.js';
 import { DockerDriver, FunctionNetwork } from '../drivers/index.js';
 import type { CallRecord, Changes } from '../models/index.js';
-import { GroupCommit, RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
+import { RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
 import { CallRecorder, QueueIntake, QueueReconciler, type CallRecorderOptions } from '../server/index.js';
 import type { Metrics } from '../telemetry/index.js';
 import type { Building, RoleContext } from './parts.js';

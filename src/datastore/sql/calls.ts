@@ -8,6 +8,7 @@ import type { Kysely } from 'kysely';
 import { ApiError, E, type CallRecord } from '../../models/index.js';
 import type { CallFilter, CallLogEntry, CallStore } from '../calls.js';
 import { decodeCursor } from '../cursor.js';
+import { GroupCommit } from '../group-commit.js';
 import type { Page } from '../datastore.js';
 import { failsEveryWrite, type DiskWatch } from '../storage.js';
 import { limitOf, toPage } from './paging.js';
@@ -32,15 +33,33 @@ export interface BatchWriter {
 interface Part {
   readonly records: readonly string[];
   readonly logs: readonly CallLogEntry[];
-  readonly resolve: () => void;
-  readonly reject: (err: unknown) => void;
 }
 
 export class SqlCallStore implements CallStore {
-  /** The writes waiting for the one with the writer: they go as the next batch. */
-  private group: Part[] | undefined;
-  /** The batch with the writer (never rejects). */
-  private writing: Promise<void> = Promise.resolve();
+  /**
+   * Group commit: writes that come while one is with the writer wait for
+   * it, then go together as the next batch (one transaction); each caller's
+   * promise settles once the batch it joined is stored. A detached call's
+   * record (its caller waits for it before the 202) no longer costs a
+   * transaction of its own when many come at once. A batch the database
+   * refuses is tried again part by part, so that one caller's bad record
+   * fails no other's; a full disk or a database that does not answer fails
+   * them all at once (trying each would only fail again).
+   */
+  private readonly batches = new GroupCommit<Part, void>({
+    write: async (parts) => {
+      await this.disk.write(() =>
+        this.writer.write(
+          parts.flatMap((p) => p.records),
+          parts.flatMap((p) => p.logs),
+        ),
+      );
+      return parts.map(() => undefined);
+    },
+    // As many as came: the batch writer splits what it writes into statements of its own size.
+    maxItems: Number.POSITIVE_INFINITY,
+    sharedFailure: failsEveryWrite,
+  });
 
   constructor(
     private readonly db: () => Kysely<Schema>,
@@ -56,56 +75,16 @@ export class SqlCallStore implements CallStore {
     );
   }
 
-  /**
-   * Group commit: writes that come while one is with the writer wait for
-   * it, then go together as the next batch (one transaction); each caller's
-   * promise settles once the batch it joined is stored. A detached call's
-   * record (its caller waits for it before the 202) no longer costs a
-   * transaction of its own when many come at once. A batch the database
-   * refuses is tried again part by part, so that one caller's bad record
-   * fails no other's; a full disk or a database that does not answer fails
-   * them all at once (trying each would only fail again).
-   */
+  /** Stores records already serialized (and logs), in the next group commit (see batches). */
   async insertSerialized(records: readonly string[], logs: readonly CallLogEntry[] = []): Promise<void> {
     if (records.length === 0 && logs.length === 0) return;
     this.db(); // throws once closed
-    return new Promise<void>((resolve, reject) => {
-      const part: Part = { records, logs, resolve, reject };
-      if (this.group) {
-        this.group.push(part);
-        return;
-      }
-      const parts = [part];
-      this.group = parts;
-      this.writing = this.writing.then(() => {
-        // From now on, writes form the next group.
-        if (this.group === parts) this.group = undefined;
-        return this.commit(parts);
-      });
-    });
-  }
-
-  /** Writes a group; settles each of its callers. Never rejects. */
-  private async commit(parts: readonly Part[]): Promise<void> {
-    const write = (records: readonly string[], logs: readonly CallLogEntry[]): Promise<void> => this.disk.write(() => this.writer.write(records, logs));
-    try {
-      await write(
-        parts.flatMap((p) => p.records),
-        parts.flatMap((p) => p.logs),
-      );
-      for (const p of parts) p.resolve();
-    } catch (err) {
-      if (parts.length === 1 || failsEveryWrite(err)) {
-        for (const p of parts) p.reject(err);
-        return;
-      }
-      for (const p of parts) await write(p.records, p.logs).then(p.resolve, p.reject);
-    }
+    return this.batches.submit({ records, logs });
   }
 
   /** Finishes writes in flight (the batch writer's). */
   async close(): Promise<void> {
-    await this.writing;
+    await this.batches.settled();
     await this.writer.close();
   }
 

@@ -1,5 +1,6 @@
 /**
- * Group commit for the queue on a server database (sql.ts): what callers
+ * Group commit for writes to a database (the queue's enqueues and acks,
+ * mq/sql.ts; call records, sql/calls.ts and roles/common.ts): what callers
  * submit while a group is being written gathers as the next group, and
  * groups are written one at a time, in order, each in one round trip (or
  * one transaction). Each caller's promise settles once the group it joined
@@ -64,6 +65,11 @@ export class GroupCommit<I, R> {
         return this.commit(group.parts);
       });
     });
+  }
+
+  /** Resolves once every group submitted so far is written (or refused); never rejects. */
+  settled(): Promise<void> {
+    return this.writing;
   }
 
   /** Writes a group; settles each caller. Never rejects. */
