@@ -40,8 +40,9 @@ const REUSE_FACTOR = 20;
  * the backlog: at 1,000,000 calls queued, 75 ms on Postgres and 400-520 ms
  * on MariaDB, and it ran at every scrape and every reading of the console
  * (each 2 s while one is open, each 10 s to record its history), on SQLite
- * in the writer thread that every accept waits for. A depth of 20 a count
- * of a few ms is as fresh as before.
+ * in the writer thread that every accept waits for. A count of a few ms (a
+ * backlog of thousands) is reused for a tenth of a second at most, one of
+ * no measurable time not at all.
  */
 export function costBounded<T>(read: () => Promise<T>, now: () => number = () => performance.now()): () => Promise<T> {
   let kept: { value: Promise<T>; until: number } | undefined;
