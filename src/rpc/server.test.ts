@@ -177,14 +177,19 @@ describe('the runner gRPC server on node:http2', () => {
    * Makes `calls` calls, `concurrency` at a time, as grpc-go does: the
    * request without END_STREAM, and RST_STREAM(NO_ERROR) once the trailers
    * came. After a GOAWAY, new streams go on a new connection; those in
-   * flight stay where they are. With `fnts`, the connections carry fnts's
-   * LB's setting (FNTS_CLIENT_SETTING).
+   * flight stay where they are. A stream refused (RST_STREAM
+   * REFUSED_STREAM: nothing of it was processed) is sent again on the
+   * current connection, as gRPC clients do and fnts's LB does (a call that
+   * never reached a runner is placed again): the client's own HTTP/2 layer
+   * refuses the streams it had queued, not yet sent, when a notice comes.
+   * With `fnts`, the connections carry fnts's LB's setting
+   * (FNTS_CLIENT_SETTING).
    */
   async function resettingClient(
     port: number,
     calls: number,
     fnts: boolean,
-  ): Promise<{ results: string[]; goaways: Array<{ code: number; lastStreamId: number }>; connections: number; perSecond: number }> {
+  ): Promise<{ results: string[]; goaways: Array<{ code: number; lastStreamId: number }>; connections: number; perSecond: number; refused: number }> {
     const goaways: Array<{ code: number; lastStreamId: number }> = [];
     const opened: ClientHttp2Session[] = [];
     let session!: ClientHttp2Session;
@@ -199,6 +204,7 @@ describe('the runner gRPC server on node:http2', () => {
       session = s;
     };
     dial();
+    let refused = 0;
     const engage = (): Promise<'ok' | string> =>
       new Promise((resolve) => {
         const stream = session.request(
@@ -211,7 +217,12 @@ describe('the runner gRPC server on node:http2', () => {
           stream.close(h2.NGHTTP2_NO_ERROR);
         });
         stream.on('error', () => undefined);
-        stream.on('close', () => resolve(status === '0' ? 'ok' : `closed with grpc-status ${status}, rst ${stream.rstCode}`));
+        stream.on('close', () => {
+          if (status === undefined && stream.rstCode === h2.NGHTTP2_REFUSED_STREAM) {
+            refused++;
+            resolve(engage());
+          } else resolve(status === '0' ? 'ok' : `closed with grpc-status ${status}, rst ${stream.rstCode}`);
+        });
         stream.write(encodeClientMsg({ try: { models_call_json: '{}', slot_hash_id: '', extensions: {} } }));
         stream.resume();
       });
@@ -225,10 +236,22 @@ describe('the runner gRPC server on node:http2', () => {
     );
     const ms = performance.now() - t0;
     for (const s of opened) s.close();
-    return { results, goaways, connections: opened.length, perSecond: calls / (ms / 1000) };
+    return { results, goaways, connections: opened.length, perSecond: calls / (ms / 1000), refused };
   }
 
-  const answersOk = (): Map<string, GrpcHandler> => new Map([[ENGAGE_PATH, (call: GrpcServerCall) => call.receive(() => call.end(encodeRunnerMsg({ data: { data: Buffer.from('ok'), eof: true } })))]]);
+  /** Answers each call 'ok'; `served` counts the calls its handler was given. */
+  let served = 0;
+  const answersOk = (): Map<string, GrpcHandler> =>
+    new Map([
+      [
+        ENGAGE_PATH,
+        (call: GrpcServerCall) =>
+          call.receive(() => {
+            served++;
+            call.end(encodeRunnerMsg({ data: { data: Buffer.from('ok'), eof: true } }));
+          }),
+      ],
+    ]);
 
   it("keeps every call of a client that resets each stream it finished (grpc-go, Fn's LB) on one connection: past nghttp2's 1000 resets, nothing is cut or retired", async () => {
     server = new GrpcH2Server({ maxMessageBytes: 1024, methods: answersOk() });
@@ -244,10 +267,13 @@ describe('the runner gRPC server on node:http2', () => {
   });
 
   it('retires gracefully, with a shutdown notice, the connection of an fnts client that resets what it should not (it skips the filter)', async () => {
+    served = 0;
     server = new GrpcH2Server({ maxMessageBytes: 1024, methods: answersOk() });
     const port = await server.listen('127.0.0.1', 0);
     const { results, goaways } = await resettingClient(port, 2500, true);
     expect(results.filter((r) => r !== 'ok')).toEqual([]);
+    // Every call served once: a stream the client sent again had not been served (refusing it was safe).
+    expect(served).toBe(2500);
     expect(goaways.length).toBeGreaterThanOrEqual(2);
     expect(goaways.every((g) => g.code === h2.NGHTTP2_NO_ERROR && g.lastStreamId === 2 ** 31 - 1)).toBe(true);
   });
