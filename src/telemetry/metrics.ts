@@ -53,7 +53,10 @@ export function costBounded<T>(read: () => Promise<T>, now: () => number = () =>
     kept = { value, until: Infinity };
     const entry = kept;
     value.then(
-      () => (entry.until = now() + (now() - started) * REUSE_FACTOR),
+      () => {
+        const answered = now();
+        entry.until = answered + (answered - started) * REUSE_FACTOR;
+      },
       () => {
         if (kept === entry) kept = undefined;
       },
