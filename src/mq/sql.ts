@@ -17,7 +17,8 @@
  *             with no key and no large body: one statement)
  *   reserve:  up to n items leased in one statement (Postgres: FOR UPDATE SKIP
  *             LOCKED; MySQL: pick, lease and read in one transaction), picked
- *             in index order, their bodies read in one query
+ *             in index order (MySQL: from where the last pick ended while a
+ *             backlog lasts, see ReadyCursor), their bodies read in one query
  *   ack:      group commit as enqueue: the items of the calls acknowledged together
  *             and their bodies removed in one statement (MySQL: two, the items
  *             first)
@@ -54,7 +55,44 @@ const SMALL_BODY_BYTES = 1024;
 /** Rows per INSERT statement (15 columns each at most: well within bound-parameter limits). */
 const ROWS_PER_INSERT = 500;
 
+/** How long ready picks may start where the last one ended (see ReadyCursor) before one starts from the oldest item again. */
+const READY_RESCAN_MS = 1000;
+
 type NewItem = Omit<QueuedCall, 'attempts' | 'redeliveries'>;
+
+/**
+ * Where MySQL's pick of ready items starts while a backlog lasts. A lease
+ * moves its items out of `ready`, and InnoDB keeps their old entries in the
+ * state index, marked, until its purge reaches them (about a second behind
+ * a drain): the oldest entries of `ready`, exactly where a pick in age
+ * order starts. Read from the beginning, every pick walked them (1,009
+ * pages a pick of 16 in a drain's slow log, the largest share of the
+ * database's time a call). So while picks come back full, the next starts
+ * at the age of the last item the one before leased. An item ready behind
+ * that point (queued by a write that began earlier and committed later, by
+ * another server, or released by a dead holder) waits for a pick from the
+ * beginning: after any pick that came back short (the backlog is gone) and
+ * at least every READY_RESCAN_MS. Order and latency only: no item is ever
+ * left behind.
+ */
+class ReadyCursor {
+  /** The age (available_at) the next pick may start at; undefined: from the beginning. */
+  private from: number | undefined;
+  /** When a pick last started from the beginning. */
+  private rescannedAt = -Infinity;
+
+  /** Where a pick at `now` starts (undefined: the oldest item). */
+  start(now: number): number | undefined {
+    return now - this.rescannedAt < READY_RESCAN_MS ? this.from : undefined;
+  }
+
+  /** A pick that started at `from` came back: `last`, the age of the last item it leased when it leased all it asked, else undefined. */
+  picked(now: number, from: number | undefined, last: number | undefined): void {
+    if (from === undefined) this.rescannedAt = now;
+    // Leases run at once: the furthest full pick counts, and a short one sends the next to the beginning.
+    this.from = last === undefined ? undefined : Math.max(last, this.from ?? last);
+  }
+}
 
 /** One caller's enqueue in a group commit. */
 interface Part {
@@ -83,6 +121,8 @@ export class SqlQueue implements Queue {
   private queuedSinceStats = 0;
   private rowsAtStats = 0;
   private analyzing: Promise<void> | undefined;
+  /** Where MySQL's ready picks start while a backlog lasts. */
+  private readonly readyCursor = new ReadyCursor();
 
   constructor(
     private readonly db: () => Kysely<SqlSchema>,
@@ -391,14 +431,21 @@ export class SqlQueue implements Queue {
    * acknowledged under an open read view: 788 pages read by a lease
    * forward, 6 backward; the contract test). When
    * more leases have ended than a lease takes, the rest come at the next.
+   * A ready pick given `readyFrom` starts at that age (see ReadyCursor).
    */
-  private pick(db: Kysely<SqlSchema> | Transaction<SqlSchema>, lapsed: boolean, now: number, n: number) {
+  private pick(db: Kysely<SqlSchema> | Transaction<SqlSchema>, lapsed: boolean, now: number, n: number, readyFrom?: number) {
     const q = db
       .selectFrom('mq')
-      .select('id')
+      .select(['id', 'available_at'])
       .where('state', '=', lapsed ? 'leased' : 'ready')
       .$call((w) =>
-        lapsed ? w.where('lease_until', '<=', now).orderBy('lease_until', this.kind === 'mysql' ? 'desc' : 'asc') : w.where('available_at', '<=', now).orderBy('available_at').orderBy('enqueued_at'),
+        lapsed
+          ? w.where('lease_until', '<=', now).orderBy('lease_until', this.kind === 'mysql' ? 'desc' : 'asc')
+          : w
+              .where('available_at', '<=', now)
+              .$if(readyFrom !== undefined, (w) => w.where('available_at', '>=', readyFrom!))
+              .orderBy('available_at')
+              .orderBy('enqueued_at'),
       )
       .limit(n);
     // Rows others are leasing are skipped, not waited for (SQLite, in tests, has one writer at a time).
@@ -418,7 +465,10 @@ export class SqlQueue implements Queue {
         .set(this.leaseSet(lease))
         // Postgres runs an `IN (subquery)` as often as its plan likes, and with SKIP LOCKED each run
         // picks other rows (more than n in all); an array of the pick is evaluated once.
-        .where((eb) => (this.kind === 'postgres' ? eb('id', '=', eb.fn.any(sql<string[]>`array(${this.pick(this.db(), lapsed, now, n)})`)) : eb('id', 'in', this.pick(this.db(), lapsed, now, n))))
+        .where((eb) => {
+          const ids = this.pick(this.db(), lapsed, now, n).clearSelect().select('id');
+          return this.kind === 'postgres' ? eb('id', '=', eb.fn.any(sql<string[]>`array(${ids})`)) : eb('id', 'in', ids);
+        })
         .where(SqlQueue.leasable(now))
         .returning(LEASED_WITH_SMALL_BODY)
         .execute();
@@ -437,7 +487,13 @@ export class SqlQueue implements Queue {
         .setIsolationLevel('read committed')
         .execute(async (trx) => {
           const ids = (await this.pick(trx, true, now, max).execute()).map((r) => r.id);
-          if (ids.length < max) ids.push(...(await this.pick(trx, false, now, max - ids.length).execute()).map((r) => r.id));
+          if (ids.length < max) {
+            const want = max - ids.length;
+            const from = this.readyCursor.start(now);
+            const ready = await this.pick(trx, false, now, want, from).execute();
+            this.readyCursor.picked(now, from, ready.length === want ? Number(ready.at(-1)!.available_at) : undefined);
+            ids.push(...ready.map((r) => r.id));
+          }
           if (ids.length === 0) return [];
           await trx.updateTable('mq').set(this.leaseSet(lease)).where('id', 'in', ids).execute();
           return trx.selectFrom('mq').select(LEASED_WITH_SMALL_BODY).where('id', 'in', ids).execute();

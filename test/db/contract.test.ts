@@ -19,7 +19,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseDbUrl } from '../../src/config/index.js';
 import { runCallStoreContract } from '../../src/datastore/calls.contract.js';
 import { runDatastoreContract } from '../../src/datastore/datastore.contract.js';
-import { DatabaseUnavailableError, openSqlDatastore, SCHEMA_VERSION, SchemaTooNewError, SecretBox, SqlSecretStore, type SqlDatastore, type TokenRecord } from '../../src/datastore/index.js';
+import {
+  DatabaseUnavailableError,
+  openSqlDatastore,
+  SCHEMA_VERSION,
+  SchemaTooNewError,
+  SecretBox,
+  SqlSecretStore,
+  type SqlDatastore,
+  type SqlSchema,
+  type TokenRecord,
+} from '../../src/datastore/index.js';
 import { runSecretStoreContract } from '../../src/datastore/secrets.contract.js';
 import { migrations } from '../../src/datastore/sql/migrations.js';
 import { mysqlKysely, postgresKysely } from '../../src/datastore/sql/servers.js';
@@ -44,6 +54,30 @@ function rawKysely(url: string): Kysely<unknown> {
 /** Queues `n` one-byte calls of fn f at once (so the queue writes them in groups), ids c<from>... padded to sort in order. */
 function queueAtOnce(queue: ReturnType<typeof databaseQueue>, from: number, n: number): Promise<string[]> {
   return Promise.all(Array.from({ length: n }, (_, i) => queue.enqueue({ id: `c${String(from + i).padStart(5, '0')}`, fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 })));
+}
+
+/**
+ * MySQL: once InnoDB's purge has caught up, runs `fn` while a read view is
+ * held open on another connection (every index entry removed meanwhile
+ * stays, as when the purge lags behind a drain); `pagesRead` counts the
+ * buffer pool's page reads of what it is given.
+ */
+async function underHeldReadView(db: Kysely<SqlSchema>, fn: (pagesRead: (work: () => Promise<unknown>) => Promise<number>) => Promise<void>): Promise<void> {
+  const status = async (name: string): Promise<number> => Number((await sql<{ Value: string }>`show global status like ${name}`.execute(db)).rows[0]?.Value);
+  const until = Date.now() + 30_000;
+  while ((await status('Innodb_history_list_length')) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+  await db.connection().execute(async (holder) => {
+    await sql`start transaction with consistent snapshot`.execute(holder);
+    try {
+      await fn(async (work) => {
+        const before = await status('Innodb_buffer_pool_read_requests');
+        await work();
+        return (await status('Innodb_buffer_pool_read_requests')) - before;
+      });
+    } finally {
+      await sql`rollback`.execute(holder);
+    }
+  });
 }
 
 /** Opens (and so migrates) the store in a process of its own: what it printed, and how it ended. */
@@ -247,25 +281,61 @@ for (const kind of DATABASE_KINDS) {
         const acked = await queue.reserveBatch(390, 60_000, 'w');
         expect(acked).toHaveLength(390);
         expect(await queue.reserveBatch(10, 120_000, 'w')).toHaveLength(10);
-        const status = async (name: string): Promise<number> => Number((await sql<{ Value: string }>`show global status like ${name}`.execute(db)).rows[0]?.Value);
-        // The lease's own changes purged first (the ready items it moved), as a drain's older ones are.
-        const until = Date.now() + 30_000;
-        while ((await status('Innodb_history_list_length')) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-        // A read view held open keeps every entry removed after it, as a purge lagging behind a drain does.
-        await db.connection().execute(async (holder) => {
-          await sql`start transaction with consistent snapshot`.execute(holder);
-          try {
-            await Promise.all(acked.map((c) => queue.ack(c.id)));
-            const before = await status('Innodb_buffer_pool_read_requests');
-            // Nothing lapsed, nothing ready: both picks find nothing.
-            expect(await queue.reserveBatch(16, 60_000, 'w2')).toEqual([]);
-            const pages = (await status('Innodb_buffer_pool_read_requests')) - before;
-            // Read forward, the lapsed pick walked the 390 acknowledged calls' entries: 788 pages (6 backward).
-            expect(pages).toBeLessThan(200);
-          } finally {
-            await sql`rollback`.execute(holder);
-          }
+        // The lease's own changes purged first (the ready items it moved), as a drain's older ones are; then
+        // a read view held open keeps every entry removed after it.
+        await underHeldReadView(db, async (pagesRead) => {
+          await Promise.all(acked.map((c) => queue.ack(c.id)));
+          // Nothing lapsed, nothing ready: both picks find nothing.
+          const pages = await pagesRead(async () => expect(await queue.reserveBatch(16, 60_000, 'w2')).toEqual([]));
+          // Read forward, the lapsed pick walked the 390 acknowledged calls' entries: 788 pages (6 backward).
+          expect(pages).toBeLessThan(200);
         });
+      } finally {
+        await store.close();
+      }
+    });
+    it.runIf(kind === 'mysql')("leases the next ready calls in a few pages read while the ones leased before await InnoDB's purge (each pick read past all of them)", async () => {
+      const store = await storeOn('fresh')();
+      try {
+        const db = store.database();
+        let now = Date.now();
+        const queue = databaseQueue(store, () => now);
+        // 420 calls queued in groups of 20 a millisecond apart, as a busy intake writes them.
+        for (let g = 0; g < 21; g++, now++) await queueAtOnce(queue, g * 20, 20);
+        // The entries every lease moves out of `ready` are kept.
+        await underHeldReadView(db, async (pagesRead) => {
+          const leased: string[] = [];
+          for (let i = 0; i < 25; i++) leased.push(...(await queue.reserveBatch(16, 60_000, 'w')).map((c) => c.id));
+          expect(leased).toEqual(Array.from({ length: 400 }, (_, i) => `c${String(i).padStart(5, '0')}`));
+          let next: string[] = [];
+          const pages = await pagesRead(async () => (next = (await queue.reserveBatch(16, 60_000, 'w')).map((c) => c.id)));
+          expect(next).toEqual(Array.from({ length: 16 }, (_, i) => `c${String(400 + i).padStart(5, '0')}`));
+          // Picked from the oldest item, the lease walked the 400 leased calls' entries: 1,064 pages (300 from where the last pick ended).
+          expect(pages).toBeLessThan(500);
+        });
+      } finally {
+        await store.close();
+      }
+    });
+    it('leases a call that became ready behind older ones already leased (a dead holder released, another server queued it late) no later than a second after', async () => {
+      const store = await storeOn('fresh')();
+      try {
+        const db = store.database();
+        let now = Date.now();
+        const queue = databaseQueue(store, () => now);
+        for (let g = 0; g < 8; g++, now++) await queueAtOnce(queue, g * 20, 20);
+        expect(await queue.reserveBatch(16, 60_000, 'w')).toHaveLength(16);
+        expect(await queue.reserveBatch(16, 60_000, 'w')).toHaveLength(16);
+        // A call as old as the first ones, ready again now (as releaseDead leaves one: its age kept).
+        await db.updateTable('mq').set({ state: 'ready', lease_until: 0, leased_by: null }).where('id', '=', 'c00003').execute();
+        const seen = (await queue.reserveBatch(16, 60_000, 'w')).map((c) => c.id);
+        now += 1000;
+        seen.push(...(await queue.reserveBatch(16, 60_000, 'w')).map((c) => c.id));
+        expect(seen).toContain('c00003');
+        expect(new Set(seen).size).toBe(32);
+        // The others in age order, the backlog still there (every pick came back full).
+        const others = seen.filter((id) => id !== 'c00003');
+        expect(others).toEqual(Array.from({ length: 31 }, (_, i) => `c${String(32 + i).padStart(5, '0')}`));
       } finally {
         await store.close();
       }
