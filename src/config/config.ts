@@ -7,9 +7,10 @@
  */
 import { createHash } from 'node:crypto';
 import { accessSync, constants as fsConstants, existsSync, readFileSync, realpathSync } from 'node:fs';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
 import { homedir, hostname, tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join, resolve } from 'node:path';
+import { isLoopbackHost } from '../models/index.js';
 import { DbUrlError, parseDbUrl, type DbLocation } from './db-url.js';
 
 export type NodeType = 'full' | 'api' | 'lb' | 'pure-runner' | 'poolmanager';
@@ -811,19 +812,6 @@ function readableFile(env: Env, name: string, cwd: string): string | undefined {
     throw new ConfigError(`${name}=${given} cannot be read; give the path of a PEM file this process can read`);
   }
   return path;
-}
-
-/** Loopback addresses: 127.0.0.0/8 and ::1 (IPv4-mapped too). */
-const LOOPBACK = new BlockList();
-LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
-LOOPBACK.addAddress('::1', 'ipv6');
-
-/** Whether `host` binds (or is dialled) on this machine only: a loopback address, or localhost. Any other name counts as reachable. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
-  if (h === 'localhost' || h.endsWith('.localhost')) return true;
-  const family = isIP(h);
-  return family !== 0 && LOOPBACK.check(h, family === 6 ? 'ipv6' : 'ipv4');
 }
 
 /** FNTS_GRPC_TLS_RUNNER_NAME: a DNS name or an IP address, as a certificate's subject alternative names hold them. */

@@ -1,4 +1,4 @@
-export { compileConfig, ConfigError, isLoopbackHost, SECRET_KEY_BYTES, SecretKey } from './config.js';
+export { compileConfig, ConfigError, SECRET_KEY_BYTES, SecretKey } from './config.js';
 export { DbUrlError, parseDbUrl, redactDbUrl } from './db-url.js';
 export type { DbLocation, PgSslMode } from './db-url.js';
 export type {

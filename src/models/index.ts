@@ -1,7 +1,7 @@
 /**
  * models/ — the records fnts manages (App, Fn, Trigger), the Call that runs
  * anywhere and its outcome, the change feed and the rule every listener is
- * told by (tellEach), secrets (names and times; values only as bytes), their validation and update rules, and the error
+ * told by (tellEach), the loopback rule (isLoopbackHost), secrets (names and times; values only as bytes), their validation and update rules, and the error
  * catalog with Fn's exact messages.
  */
 export { annotationsEqual, INVOKE_AUTH_ANNOTATION, invokeAuthAsked, mergeAnnotations, validateAnnotations } from './annotations.js';
@@ -35,6 +35,7 @@ export type { Call, CallFn, CallOutcome, CallRecord, CallStat, CallStatus, CallT
 export { Changes } from './changes.js';
 export { secretToJson, secretValueFromJson, validateSecretName } from './secret.js';
 export type { SecretInfo, SecretOwner } from './secret.js';
+export { isLoopbackHost } from './net.js';
 export { tellEach } from './listeners.js';
 export type { ListenerFaultLog } from './listeners.js';
 export type { ChangeFeed, ChangeListener, ResourceChange } from './changes.js';

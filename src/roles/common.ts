@@ -24,7 +24,7 @@ import {
 } from '../agent/index.js';
 import { ensureAdminToken, TokenRegistry } from '../auth/index.js';
 import type { Invoker } from '../call/index.js';
-import { ConfigError, isLoopbackHost, type Config } from '../config/index.js';
+import { ConfigError, type Config } from '../config/index.js';
 import {
   DatabaseUnavailableError,
   loadSecretKey,
@@ -39,7 +39,7 @@ import {
   type TokenStore,
 } from '../datastore/index.js';
 import { DockerDriver, FunctionNetwork } from '../drivers/index.js';
-import type { CallRecord, Changes } from '../models/index.js';
+import { isLoopbackHost, type CallRecord, type Changes } from '../models/index.js';
 import { RedisQueue, type Queue, type RedisPersistence } from '../mq/index.js';
 import { CallRecorder, QueueIntake, QueueReconciler, type CallRecorderOptions } from '../server/index.js';
 import type { Metrics } from '../telemetry/index.js';

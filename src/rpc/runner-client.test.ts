@@ -163,8 +163,8 @@ describe('secrets on the wire', () => {
   });
 
   it('go only to a runner on loopback or over mutual TLS', async () => {
-    expect(['127.0.0.1:9190', 'localhost:9190', '[::1]:9190', '127.3.2.1:1'].map(loopbackAddress)).toEqual([true, true, true, true]);
-    expect(['10.0.0.1:9190', 'runner:9190', '[::2]:9190', '128.0.0.1:1'].map(loopbackAddress)).toEqual([false, false, false, false]);
+    expect(['127.0.0.1:9190', 'localhost:9190', '[::1]:9190', '127.3.2.1:1', '[::ffff:127.0.0.1]:9190'].map(loopbackAddress)).toEqual([true, true, true, true, true]);
+    expect(['10.0.0.1:9190', 'runner:9190', '[::2]:9190', '128.0.0.1:1', '127.example.com:9190', 'not an address'].map(loopbackAddress)).toEqual([false, false, false, false, false, false]);
     const exposed = new RunnerClient('192.0.2.1:9190');
     try {
       expect(exposed.secure).toBe(false);

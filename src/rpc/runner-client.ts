@@ -17,10 +17,9 @@
  * any headers is a call that never reached a runner.
  */
 import { constants as h2, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
-import { isIPv4 } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { type CallResponse, type RawHeaders, triggerAnswer } from '../call/index.js';
-import { remoteError, type Call } from '../models/index.js';
+import { isLoopbackHost, remoteError, type Call } from '../models/index.js';
 import {
   DRAINING_HEADER,
   LOG_EXTENSION,
@@ -415,14 +414,11 @@ class Engagement {
   }
 }
 
-/** `host:port` names this machine (localhost, 127.0.0.0/8, ::1): nothing sent to it crosses a network. */
+/** `host:port` names this machine (models' isLoopbackHost): nothing sent to it crosses a network. */
 export function loopbackAddress(address: string): boolean {
-  let host: string;
   try {
-    host = new URL(`http://${address}`).hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+    return isLoopbackHost(new URL(`http://${address}`).hostname);
   } catch {
     return false;
   }
-  if (host === 'localhost' || host.endsWith('.localhost') || host === '::1') return true;
-  return isIPv4(host) && host.startsWith('127.');
 }

@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { loadAllYaml, loadYaml, type V1Container, type V1Deployment, type V1PodSpec, type V1Role, type V1Service, type V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { compileConfig, isLoopbackHost, type Config } from '../../src/config/index.js';
+import { compileConfig, type Config } from '../../src/config/index.js';
+import { isLoopbackHost } from '../../src/models/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fnts-manifests-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -24,6 +24,7 @@
 import { isIP } from 'node:net';
 import Docker from 'dockerode';
 import type { EngineAddress } from '../../config/index.js';
+import { isLoopbackHost } from '../../models/index.js';
 import { ControlPlaneError } from '../control-plane.js';
 
 /** Where a runner's Docker client looks when DOCKER_HOST is unset. */
@@ -63,8 +64,9 @@ export function engineClient(engine: EngineAddress): Docker {
   }
 }
 
+/** An address that names, inside a runner's container, that container itself: loopback, or every address of the machine. */
 function isLoopback(host: string): boolean {
-  return host === 'localhost' || host.endsWith('.localhost') || /^127\./.test(host) || host === '::1' || host === '0.0.0.0' || host === '::';
+  return isLoopbackHost(host) || /^\[?(0\.0\.0\.0|::)\]?$/.test(host);
 }
 
 function unusable(engine: EngineAddress, what: string): ControlPlaneError {
