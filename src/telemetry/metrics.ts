@@ -31,21 +31,30 @@ const DOCKER_STATS = ['cpu_user', 'cpu_total', 'cpu_kernel', 'mem_limit', 'mem_u
 
 /** A reading reused for this many times as long as it took (see costBounded). */
 const REUSE_FACTOR = 20;
+/** A reading is never reused for longer than this, whatever it took. */
+const MAX_REUSE_MS = 10_000;
 
 /**
- * `read`, reused while fresh: for REUSE_FACTOR times as long as it took, so
- * that reading costs at most ~5% of the time whoever asks how often. Readers
- * that come while it is being read share it; a failure is not kept. The
- * queue's depth is a count of its table on SQL databases, which grows with
- * the backlog: at 1,000,000 calls queued, 75 ms on Postgres and 400-520 ms
- * on MariaDB, and it ran at every scrape and every reading of the console
- * (each 2 s while one is open, each 10 s to record its history), on SQLite
- * in the writer thread that every accept waits for. A count of a few ms (a
- * backlog of thousands) is reused for a tenth of a second at most, one of
- * no measurable time not at all.
+ * `read`, reused while fresh: for REUSE_FACTOR times as long as reading
+ * takes, so that reading costs at most ~5% of the time whoever asks how
+ * often. Readers that come while it is being read share it; a failure is
+ * not kept. The queue's depth is a count of its table on SQL databases,
+ * which grows with the backlog: at 1,000,000 calls queued, 75 ms on
+ * Postgres and 400-520 ms on MariaDB, and it ran at every scrape and every
+ * reading of the console (each 2 s while one is open, each 10 s to record
+ * its history), on SQLite in the writer thread that every accept waits for.
+ * What a reading takes is the shorter of the last two: one that waited
+ * behind other work (on SQLite, the writer thread's checkpoint at the end
+ * of a drain) is not taken for its cost, and kept a 0 for 11 s while 24,000
+ * calls were queued after it; the first reading is not reused. A count of
+ * a few ms (a backlog of thousands) is reused for a tenth of a second at
+ * most, one of no measurable time not at all, and none for more than
+ * MAX_REUSE_MS.
  */
 export function costBounded<T>(read: () => Promise<T>, now: () => number = () => performance.now()): () => Promise<T> {
   let kept: { value: Promise<T>; until: number } | undefined;
+  /** What the last reading took (none yet: 0, so the first is not reused). */
+  let lastCost = 0;
   return () => {
     if (kept && now() < kept.until) return kept.value;
     const started = now();
@@ -55,7 +64,9 @@ export function costBounded<T>(read: () => Promise<T>, now: () => number = () =>
     value.then(
       () => {
         const answered = now();
-        entry.until = answered + (answered - started) * REUSE_FACTOR;
+        const cost = answered - started;
+        entry.until = answered + Math.min(MAX_REUSE_MS, Math.min(cost, lastCost) * REUSE_FACTOR);
+        lastCost = cost;
       },
       () => {
         if (kept === entry) kept = undefined;
