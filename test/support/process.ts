@@ -50,8 +50,13 @@ export async function stopLeftoverServers(graceMs = 15_000): Promise<number> {
   return left.length;
 }
 
-export function runFnts(args: string[], env: Record<string, string>, cwd?: string): { proc: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
-  const proc = spawn(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env['PATH'] ?? '', ...TEST_AUTH_ENV, ...testRunTag(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs `fnts <args>`: the process, what it has printed so far, and its end (its code and all it printed). */
+export function runFnts(args: string[], env: Record<string, string>, cwd?: string): { proc: ChildProcess; output: () => string; done: Promise<{ code: number | null; output: string }> } {
+  const proc = spawn(process.execPath, [MAIN, ...args], {
+    cwd,
+    env: { PATH: process.env['PATH'] ?? '', ...TEST_AUTH_ENV, ...testRunTag(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   live.add(proc);
   proc.once('exit', () => live.delete(proc));
   let output = '';
@@ -65,19 +70,16 @@ export function runFnts(args: string[], env: Record<string, string>, cwd?: strin
     await Promise.race([drained, new Promise((r) => setTimeout(r, 2000).unref())]);
     return { code, output };
   });
-  return { proc, done };
+  return { proc, output: () => output, done };
 }
 
 export async function startFnts(env: Record<string, string>, options: { cwd?: string; timeoutMs?: number } = {}): Promise<FntsProcess> {
   const timeoutMs = options.timeoutMs ?? 20_000;
-  const { proc, done } = runFnts(['serve'], { FN_PORT: '0', FN_LISTEN_HOST: '127.0.0.1', FNTS_GRPC_LISTEN_HOST: '127.0.0.1', ...env }, options.cwd);
-  let output = '';
-  proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
-  proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));
+  const { proc, output, done } = runFnts(['serve'], { FN_PORT: '0', FN_LISTEN_HOST: '127.0.0.1', FNTS_GRPC_LISTEN_HOST: '127.0.0.1', ...env }, options.cwd);
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`fnts did not start within ${timeoutMs}ms:\n${output}`)), timeoutMs);
+    const timer = setTimeout(() => reject(new Error(`fnts did not start within ${timeoutMs}ms:\n${output()}`)), timeoutMs);
     const onData = (): void => {
-      const m = /fnts serving on :(\d+)/.exec(output);
+      const m = /fnts serving on :(\d+)/.exec(output());
       if (m) {
         clearTimeout(timer);
         proc.stdout!.off('data', onData);
@@ -87,19 +89,19 @@ export async function startFnts(env: Record<string, string>, options: { cwd?: st
     proc.stdout!.on('data', onData);
     void done.then(({ code }) => {
       clearTimeout(timer);
-      reject(new Error(`fnts exited with ${code} before listening:\n${output}`));
+      reject(new Error(`fnts exited with ${code} before listening:\n${output()}`));
     });
   });
   return {
     proc,
     port,
     url: `http://127.0.0.1:${port}`,
-    output: () => output,
+    output,
     async stop(signal = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const { code } = await done;
-      const fault = /unhandled rejection|uncaught exception|UnhandledPromiseRejection/i.exec(output);
-      if (fault) throw new Error(`fnts logged a fault that would end a server:\n${output}`);
+      const fault = /unhandled rejection|uncaught exception|UnhandledPromiseRejection/i.exec(output());
+      if (fault) throw new Error(`fnts logged a fault that would end a server:\n${output()}`);
       return code;
     },
   };
