@@ -50,7 +50,7 @@ import { seededRandom } from '../test/support/random.js';
 import { docker, ensureFunctionImage, HELLO_FUNC_JS } from '../test/support/images.js';
 import { startFnts, type FntsProcess } from '../test/support/process.js';
 import { FNSERVER, fnServerPresent, removeFnContainers, startFnServer, type FnServer } from '../test/support/fnserver.js';
-import { cannon, fmt, json, median, quantile, type Figures } from './measure.mjs';
+import { cannon, fmt, json, median, medianFigures, quantile, type Figures } from './measure.mjs';
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const SECONDS = env('FLEET_SECONDS', 6);
@@ -195,18 +195,6 @@ async function inTurns(targets: Record<'full' | 'lb', { url: string; pids: numbe
   return sides;
 }
 
-function mid(fs: Figures[]): Figures {
-  return {
-    rps: median(fs.map((f) => f.rps)),
-    p50: median(fs.map((f) => f.p50)),
-    p99: median(fs.map((f) => f.p99)),
-    errors: fs.reduce((n, f) => n + f.errors, 0),
-    non2xx: fs.reduce((n, f) => n + f.non2xx, 0),
-    cpuUs: median(fs.map((f) => f.cpuUs ?? NaN)),
-    cpuUsEach: fs[0]!.cpuUsEach!.map((_, i) => median(fs.map((f) => f.cpuUsEach![i]!))),
-  };
-}
-
 async function lbVersusFull(): Promise<PathRatios> {
   note('building the hello image...');
   const image = await ensureFunctionImage('hello', HELLO_FUNC_JS);
@@ -222,7 +210,7 @@ async function lbVersusFull(): Promise<PathRatios> {
     };
     const sides = await inTurns(targets);
     const containers = async (fnId: string): Promise<number> => (await docker().listContainers({ all: true, filters: { label: [`fnts.fn_id=${fnId}`] } })).length;
-    const fig = { full: { c1: mid(sides.full.c1), c16: mid(sides.full.c16) }, lb: { c1: mid(sides.lb.c1), c16: mid(sides.lb.c16) } };
+    const fig = { full: { c1: medianFigures(sides.full.c1), c16: medianFigures(sides.full.c16) }, lb: { c1: medianFigures(sides.lb.c1), c16: medianFigures(sides.lb.c16) } };
     const line = (label: string, c: string, f: Figures): void => {
       const each = f.cpuUsEach!.length > 1 ? ` (LB ${fmt(f.cpuUsEach![0]!)}, runner ${fmt(f.cpuUsEach![1]!)}, API ${fmt(f.cpuUsEach![2]!)})` : '';
       say(`${label} ${c}: ${fmt(f.rps).padStart(5)} req/s  p50 ${f.p50} ms  p99 ${f.p99} ms  errors ${f.errors + f.non2xx}  server CPU ${fmt(f.cpuUs ?? NaN)} us/call${each}`);
@@ -277,7 +265,7 @@ async function fnReference(fnts: PathRatios | undefined): Promise<void> {
       full: { url: `${full.url}/invoke/${fullFn.id}`, pids: [full.pid] },
       lb: { url: `${lb.url}/invoke/${apiFn.id}`, pids: [lb.pid, runner.pid, api.pid] },
     });
-    const fig = { full: { c1: mid(sides.full.c1), c16: mid(sides.full.c16) }, lb: { c1: mid(sides.lb.c1), c16: mid(sides.lb.c16) } };
+    const fig = { full: { c1: medianFigures(sides.full.c1), c16: medianFigures(sides.full.c16) }, lb: { c1: medianFigures(sides.lb.c1), c16: medianFigures(sides.lb.c16) } };
     const line = (label: string, c: string, f: Figures): void =>
       say(`${label} ${c}: ${fmt(f.rps).padStart(5)} req/s  p50 ${f.p50} ms  p99 ${f.p99} ms  errors ${f.errors + f.non2xx}  server CPU ${fmt(f.cpuUs ?? NaN)} us/call`);
     say(`== Fn's own LB path vs Fn's full node (fnserver), the same function and load, medians of ${ROUNDS} rounds of ${SECONDS} s, in turns`);

@@ -19,6 +19,30 @@ export interface Figures {
   cpuUs?: number;
   /** The same, for each of the pids in turn. */
   cpuUsEach?: number[];
+  /** The share of the machine's CPU time its hypervisor gave to others during the run (see Steal). */
+  stealPct: number;
+}
+
+/**
+ * The CPU time this (virtual) machine was owed but not given during a
+ * stretch, as a share of all its CPU time (/proc/stat's steal): at 10-30%
+ * a run is slower by about as much, whatever fnts does, so every ratio a
+ * bench prints is read beside it.
+ */
+export class Steal {
+  private readonly start = Steal.read();
+
+  private static read(): { steal: number; total: number } {
+    const ticks = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    return { steal: ticks[7] ?? 0, total: ticks.reduce((a, b) => a + b, 0) };
+  }
+
+  /** Percent of the CPU time since this was made. */
+  pct(): number {
+    const now = Steal.read();
+    const total = now.total - this.start.total;
+    return total > 0 ? (100 * (now.steal - this.start.steal)) / total : 0;
+  }
 }
 
 /** User + system CPU so far, in microseconds, and nice value, of a /proc stat file (a process's or a thread's; clock ticks are 1/100 s). */
@@ -46,6 +70,7 @@ export async function cannon(opts: {
 }): Promise<Figures> {
   const pids = opts.pids ?? [];
   const cpu0 = pids.map(cpuOf);
+  const steal = new Steal();
   const result = await autocannon({
     url: opts.url,
     ...(opts.socketPath ? { socketPath: opts.socketPath } : {}),
@@ -62,6 +87,7 @@ export async function cannon(opts: {
     p99: result.latency.p99,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
+    stealPct: steal.pct(),
   };
   if (pids.length > 0) {
     const each = pids.map((pid, i) => (cpuOf(pid) - cpu0[i]!) / Math.max(1, result.requests.total));
@@ -69,6 +95,21 @@ export async function cannon(opts: {
     figures.cpuUs = each.reduce((a, b) => a + b, 0);
   }
   return figures;
+}
+
+/** The median of each figure over runs (errors summed), CPU per pid where every run has it. */
+export function medianFigures(fs: readonly Figures[]): Figures {
+  const each = fs[0]?.cpuUsEach;
+  return {
+    rps: median(fs.map((f) => f.rps)),
+    p50: median(fs.map((f) => f.p50)),
+    p99: median(fs.map((f) => f.p99)),
+    errors: fs.reduce((n, f) => n + f.errors, 0),
+    non2xx: fs.reduce((n, f) => n + f.non2xx, 0),
+    stealPct: median(fs.map((f) => f.stealPct)),
+    ...(fs.every((f) => f.cpuUs !== undefined) ? { cpuUs: median(fs.map((f) => f.cpuUs!)) } : {}),
+    ...(each && fs.every((f) => f.cpuUsEach) ? { cpuUsEach: each.map((_, i) => median(fs.map((f) => f.cpuUsEach![i]!))) } : {}),
+  };
 }
 
 /** GETs `url`, or POSTs `body` as JSON when given; answers the response's JSON. */
