@@ -123,7 +123,9 @@ describe('the async workers', () => {
   });
 
   it('hold back while detached calls are being accepted, as beside sync calls, and drain at full width once the burst passes', async () => {
-    const queue = await queued(200);
+    // Enough that many are still queued once the width has grown back past 16 (it follows the callers'
+    // load down over ~half a second each time it halves): with 200, a run slowed by others ran short of calls.
+    const queue = await queued(400);
     const invoker = timedInvoker(50, () => 0);
     workers = startWorkers(queue, invoker);
     // 16 callers waiting for their calls to be stored (a burst of detached requests at 16 connections).
@@ -137,9 +139,37 @@ describe('the async workers', () => {
     expect(await Promise.all(accepts)).toEqual(Array(16).fill('id'));
     invoker.peak = 0;
     const until = Date.now() + 5000;
-    while (invoker.ran < 200 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-    expect(invoker.ran).toBe(200);
+    while (invoker.ran < 400 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect(invoker.ran).toBe(400);
     expect(invoker.peak).toBeGreaterThanOrEqual(16);
+  });
+
+  it("start a lease's calls a turn of the event loop apart: what came in meanwhile (a container's answer) is not held behind them all", async () => {
+    // One call of the fn run first: its calls are then leased for its own time, and start without an extend first.
+    const queue = await queued(1);
+    const timed = timedInvoker(10);
+    const order: string[] = [];
+    const invoker: Invoker = {
+      ...timed,
+      invoke(c, ...rest) {
+        // The first call's start: I/O arriving now (queued as a setImmediate is) comes before the next start.
+        if (order.length === 0) setImmediate(() => order.push('answer'));
+        order.push('start');
+        return timed.invoke(c, ...rest);
+      },
+    };
+    workers = startWorkers(queue, invoker);
+    const starts = async (n: number): Promise<void> => {
+      const until = Date.now() + 5000;
+      while (order.filter((o) => o === 'start').length < n && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
+    };
+    await starts(1);
+    order.length = 0;
+    await queueCalls(queue, 16, 1);
+    workers.notify();
+    await starts(16);
+    expect(order.slice(0, 3)).toEqual(['start', 'answer', 'start']);
+    expect(order.filter((o) => o === 'start')).toHaveLength(16);
   });
 
   it('stop as soon as they are closed while leasing, with no timer to wait for (the process ended in the middle of its shutdown)', async () => {

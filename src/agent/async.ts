@@ -296,9 +296,14 @@ export class AsyncWorkers {
 
   /**
    * One lease of up to `n` calls, under way beside others (see
-   * LEASES_AT_ONCE); its calls start as soon as it answers. An empty answer
-   * rests the leasing IDLE_POLL_MS (a call queued meanwhile ends the rest:
-   * notify), a failure a second.
+   * LEASES_AT_ONCE); its calls start as soon as it answers, each in a turn
+   * of the event loop of its own: started together, a lease's 16 calls (each
+   * read from its JSON and handed to the agent) held whatever came in
+   * meanwhile (a container's answer, a sync call) behind them all. MySQL
+   * drains in six paired runs: 1,109-1,416 calls/s, 1,225 on average, one a
+   * turn; 1,001-1,243, 1,146, all at once (Postgres: no difference in two).
+   * An empty answer rests the leasing IDLE_POLL_MS (a call queued meanwhile
+   * ends the rest: notify), a failure a second.
    */
   private lease(n: number): void {
     this.asked += n;
@@ -309,17 +314,20 @@ export class AsyncWorkers {
       try {
         items = await this.o.queue.reserveBatch(n, FIRST_LEASE_MS, this.o.instance, leases);
       } catch (err) {
+        this.asked -= n;
         this.o.log.error({ err }, 'could not read the queue of detached calls');
         this.backlog = false;
         this.restUntil = performance.now() + 1000;
         return;
-      } finally {
-        this.asked -= n;
       }
+      // Calls asked for and not given; those given count as asked until they start.
+      this.asked -= n - items.length;
       // A full answer: more are likely queued, and the next lease need not wait for this one.
       this.backlog = items.length === n;
       if (items.length === 0) this.restUntil = performance.now() + IDLE_POLL_MS;
-      for (const item of items) {
+      for (const [i, item] of items.entries()) {
+        if (i > 0) await new Promise((resolve) => setImmediate(resolve));
+        this.asked--;
         const call = this.execute(item, leases.get(item.fnId) ?? FIRST_LEASE_MS);
         this.running.add(call);
         void call.finally(() => this.ended(this.running, call));
