@@ -3,8 +3,9 @@
  * default; Redis; the queue in Postgres and MariaDB, real servers started
  * as the tests start them), one fnts full node each, the official Node FDK
  * hello function, in one run; sync, accept and drain in BENCH_ROUNDS rounds
- * (medians printed, each ratio the median of the rounds' own), the backlog
- * once:
+ * (medians printed, each ratio the median of the rounds' own), then as many
+ * rounds of sync and accepts beside the backlog (medians, against those
+ * without it):
  *
  *   sync        sync calls/s and p99 at 16 connections (the baseline of the ratios), after
  *               as long a run to warm up
@@ -35,7 +36,7 @@ import { cannon, cpuOf, fmt, json, median, medianFigures, Steal, type Figures } 
 const BACKENDS = ['sqlite', 'redis', 'postgres', 'mysql'] as const;
 type Backend = (typeof BACKENDS)[number];
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
-/** Sync calls before each sync run measured (the one without the backlog and the one beside it). */
+/** Sync calls before the first sync run measured without the backlog and the first beside it (1 s before the later rounds'). */
 const WARMUP_SECONDS = SECONDS;
 const BACKLOG = Number(process.env['BENCH_BACKLOG'] ?? 20_000);
 /**
@@ -58,6 +59,13 @@ interface Round {
   drainStealPct: number;
 }
 
+/** One round beside the backlog: how many were queued at its start, sync calls, then accepts. */
+interface BesideRound {
+  queued: number;
+  sync: Figures;
+  accept: Figures;
+}
+
 interface Row {
   backend: Backend;
   rounds: Round[];
@@ -69,9 +77,11 @@ interface Row {
   /** The medians of the rounds' own ratios (each against the sync run just before it). */
   acceptRatio: number;
   drainRatio: number;
+  beside: BesideRound[];
+  /** The medians of the rounds beside the backlog. */
   backlogSync: Figures;
   backlogAccept: Figures;
-  /** The peak RSS of each backlog phase: queueing it, sync calls beside it, accepts beside it and the drain after. */
+  /** The peak RSS of each backlog phase: queueing it, the rounds beside it, the drain after. */
   phaseRssMB: readonly number[];
   backlogLeft: number;
 }
@@ -182,18 +192,34 @@ async function measure(backend: Backend, image: string): Promise<Row> {
     const phaseRssMB = [rssMB(pid)];
     const sampler = setInterval(() => (phaseRssMB[phaseRssMB.length - 1] = Math.max(phaseRssMB.at(-1)!, rssMB(pid))), 100);
     try {
-      process.stderr.write(`bench: ${backend}: a backlog of ${BACKLOG}, sync calls and accepts beside it, its drain...\n`);
+      process.stderr.write(`bench: ${backend}: queueing a backlog of ${BACKLOG}...\n`);
       await queueUp(asyncUrl, BACKLOG);
       phaseRssMB.push(rssMB(pid));
-      // Warmed up as the run without the backlog was: the sync fn's containers have been idle since
-      // (paused, or gone after their idle timeout), and starting them again is not the backlog's doing.
-      await cannon({ url: syncUrl, body: BODY, seconds: WARMUP_SECONDS, connections: 16 });
-      const backlogSync = await cannon({ url: syncUrl, body: BODY, seconds: SECONDS, connections: 16 });
+      // Rounds beside it as without it; each round's accepts add to it (the drain beside callers is narrow).
+      const beside: BesideRound[] = [];
+      for (let r = 0; r < ROUNDS; r++) {
+        process.stderr.write(`bench: ${backend}: beside the backlog, round ${r + 1}/${ROUNDS}: sync ${SECONDS} s, detached accepts ${SECONDS} s...\n`);
+        const queued = await depth(node);
+        // Warmed up as the runs without the backlog were: the sync fn's containers have been idle since
+        // (paused, or gone after their idle timeout), and starting them again is not the backlog's doing.
+        await cannon({ url: syncUrl, body: BODY, seconds: r === 0 ? WARMUP_SECONDS : 1, connections: 16 });
+        const syncBeside = await cannon({ url: syncUrl, body: BODY, seconds: SECONDS, connections: 16 });
+        const acceptBeside = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED });
+        beside.push({ queued, sync: syncBeside, accept: acceptBeside });
+      }
       phaseRssMB.push(rssMB(pid));
-      const backlogAccept = await cannon({ url: asyncUrl, body: BODY, seconds: SECONDS, connections: 16, headers: DETACHED });
+      process.stderr.write(`bench: ${backend}: draining what is left...\n`);
       const backlogLeft = await depth(node);
       await untilEmpty(node, backlogLeft);
-      return { backend, ...summary, backlogSync, backlogAccept, phaseRssMB, backlogLeft };
+      return {
+        backend,
+        ...summary,
+        beside,
+        backlogSync: medianFigures(beside.map((b) => b.sync)),
+        backlogAccept: medianFigures(beside.map((b) => b.accept)),
+        phaseRssMB,
+        backlogLeft,
+      };
     } finally {
       clearInterval(sampler);
     }
@@ -226,13 +252,16 @@ async function main(): Promise<void> {
     );
   }
   for (const r of rows) {
-    const errors = [...r.rounds.flatMap((d) => [d.sync, d.accept]), r.backlogSync, r.backlogAccept].reduce((n, f) => n + f.errors + f.non2xx, 0);
+    const errors = [...r.rounds, ...r.beside].flatMap((d) => [d.sync, d.accept]).reduce((n, f) => n + f.errors + f.non2xx, 0);
     const each = (f: (d: Round) => string): string => r.rounds.map(f).join(', ');
+    const eachBeside = (f: (d: BesideRound) => string): string => r.beside.map(f).join(', ');
     console.log(
       `${r.backend}: by round: sync ${each((d) => `${fmt(d.sync.rps)}/s (${d.sync.p99} ms)`)}; accepts ${each((d) => `${ratio(d.accept.rps / d.sync.rps)}`)}; drain ${each((d) => `${fmt(d.drainRps)}/s ${ratio(d.drainRps / d.sync.rps)}`)}. ` +
-        `Server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; ${r.backlogLeft} of the backlog still queued after the backlog runs; ${errors} errors or non-2xx answers; ` +
-        `peak RSS while queueing the backlog ${fmt(r.phaseRssMB[0]!)} MB, beside it: sync ${fmt(r.phaseRssMB[1]!)} MB, accepting, then draining ${fmt(r.phaseRssMB[2]!)} MB; ` +
-        `the machine's CPU stolen by its host (read the ratios beside it): sync ${each((d) => `${fmt(d.sync.stealPct)}%`)}, accepts ${each((d) => `${fmt(d.accept.stealPct)}%`)}, drain ${each((d) => `${fmt(d.drainStealPct)}%`)}, backlog sync ${fmt(r.backlogSync.stealPct)}%, backlog accepts ${fmt(r.backlogAccept.stealPct)}%`,
+        `Beside the backlog by round: ${eachBeside((b) => `${b.queued} queued: sync ${fmt(b.sync.rps)}/s (${b.sync.p99} ms), accepts ${fmt(b.accept.rps)}/s`)}. ` +
+        `Server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; ${r.backlogLeft} of the backlog still queued after the rounds beside it; ${errors} errors or non-2xx answers; ` +
+        `peak RSS while queueing the backlog ${fmt(r.phaseRssMB[0]!)} MB, beside it ${fmt(r.phaseRssMB[1]!)} MB, draining it ${fmt(r.phaseRssMB[2]!)} MB; ` +
+        `the machine's CPU stolen by its host (read the ratios beside it): sync ${each((d) => `${fmt(d.sync.stealPct)}%`)}, accepts ${each((d) => `${fmt(d.accept.stealPct)}%`)}, drain ${each((d) => `${fmt(d.drainStealPct)}%`)}, ` +
+        `beside the backlog sync ${eachBeside((b) => `${fmt(b.sync.stealPct)}%`)}, accepts ${eachBeside((b) => `${fmt(b.accept.stealPct)}%`)}`,
     );
   }
 }
