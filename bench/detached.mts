@@ -256,7 +256,7 @@ async function main(): Promise<void> {
     const each = (f: (d: Round) => string): string => r.rounds.map(f).join(', ');
     const eachBeside = (f: (d: BesideRound) => string): string => r.beside.map(f).join(', ');
     console.log(
-      `${r.backend}: by round: sync ${each((d) => `${fmt(d.sync.rps)}/s (${d.sync.p99} ms)`)}; accepts ${each((d) => `${ratio(d.accept.rps / d.sync.rps)}`)}; drain ${each((d) => `${fmt(d.drainRps)}/s ${ratio(d.drainRps / d.sync.rps)}`)}. ` +
+      `${r.backend}: by round: sync ${each((d) => `${fmt(d.sync.rps)}/s (${d.sync.p99} ms)`)}; accepts ${each((d) => `${ratio(d.accept.rps / d.sync.rps)}`)}; drain ${each((d) => `${d.drained} calls at ${fmt(d.drainRps)}/s ${ratio(d.drainRps / d.sync.rps)}`)}. ` +
         `Beside the backlog by round: ${eachBeside((b) => `${b.queued} queued: sync ${fmt(b.sync.rps)}/s (${b.sync.p99} ms), accepts ${fmt(b.accept.rps)}/s`)}. ` +
         `Server CPU per call: ${fmt(r.sync.cpuUs ?? 0)} µs sync, ${fmt(r.drainCpuUs)} µs drained; ${r.backlogLeft} of the backlog still queued after the rounds beside it; ${errors} errors or non-2xx answers; ` +
         `peak RSS while queueing the backlog ${fmt(r.phaseRssMB[0]!)} MB, beside it ${fmt(r.phaseRssMB[1]!)} MB, draining it ${fmt(r.phaseRssMB[2]!)} MB; ` +
