@@ -101,6 +101,16 @@ export class TokenRegistry implements TokenCheck {
     }
   }
 
+  /**
+   * Digests of the tokens accepted here that are not of fnts's shape (at
+   * most FNTS_ADMIN_TOKEN's): an LB, which holds no tokens, reads them to
+   * keep such a token from functions (lb/invoke-auth.ts).
+   */
+  unshapedDigests(): string[] {
+    const admin = this.options.adminToken;
+    return admin !== undefined && tokenId(admin) === undefined && this.adminDigest !== undefined ? [this.adminDigest] : [];
+  }
+
   /** Whether a stored admin token exists (as of the last read). */
   hasStoredAdmin(): boolean {
     for (const k of this.known.values()) if (k.principal.role === 'admin' && k.expiresAt > this.now()) return true;

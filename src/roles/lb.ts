@@ -94,9 +94,12 @@ export const lb: Role = async ({ config, logger, metrics }, made) => {
     onLive: (live) => lookup.pushed(live),
   });
   watch.start();
-  made.stop = () => watch.close();
-  // invoke-auth: the API node checks callers' tokens (this LB keeps none).
-  const guard = new RemoteInvokeGuard(fleet.runnerApiUrl!, config.auth.apiToken);
+  // invoke-auth: the API node checks callers' tokens (this LB keeps none), and says which of its tokens no shape tells.
+  const guard = new RemoteInvokeGuard(fleet.runnerApiUrl!, config.auth.apiToken, { log: logger.child({ module: 'invoke-auth' }) });
+  guard.start();
+  made.stop = async () => {
+    await Promise.all([watch.close(), guard.close()]);
+  };
   made.invoke = new InvokeHandler({ invoker, lookup, logger, guard, maxRequestBytes: config.agent.maxRequestBytes, ...(intake ? { detached: intake } : {}) });
   if (config.auth.apiToken === undefined)
     logger.warn('no FN_TOKEN: the API node refuses this LB unless it runs with FNTS_AUTH=off; set FN_TOKEN to a token with the fleet role (fnts token create --role fleet)');

@@ -6,8 +6,10 @@
  *   GET    /v2/tokens/{tokenID}
  *   DELETE /v2/tokens/{tokenID}   revokes it (every node sharing the database within a second)
  *
- * And POST /v2/runner/tokens/check (fleet): an LB asks whether its caller's
- * token may invoke an app (invoke-auth on the LB path).
+ * And for LBs (the fleet right), which hold no tokens:
+ *   POST /v2/runner/tokens/check     whether its caller's token may invoke an app (invoke-auth on the LB path)
+ *   GET  /v2/runner/tokens/unshaped  {"digests":[...]}: SHA-256 of the tokens accepted here not shaped like
+ *                                    fnts's (FNTS_ADMIN_TOKEN's, when it is not), so that the LB keeps them from functions
  */
 import type { FastifyInstance } from 'fastify';
 import { isRole, LocalInvokeGuard, newToken, type TokenRegistry } from '../auth/index.js';
@@ -88,5 +90,9 @@ export function registerTokensApi(app: FastifyInstance, { store, registry }: Tok
       if (typeof authorization !== 'string' || typeof appName !== 'string') throw new ApiError(E.InvalidJSON, { message: 'Invalid JSON: authorization and app must be strings' });
       return { verdict: await new LocalInvokeGuard(registry).verdict(authorization, appName) };
     },
+  });
+
+  resource(app, '/v2/runner/tokens/unshaped', {
+    GET: async () => ({ digests: registry.unshapedDigests() }),
   });
 }

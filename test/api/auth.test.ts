@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileConfig } from '../../src/config/index.js';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { openSqlite, SecretBox, SqlSecretStore } from '../../src/datastore/index.js';
 import { SqlQueue } from '../../src/mq/index.js';
 import { Changes } from '../../src/models/index.js';
@@ -256,6 +256,9 @@ describe('tokens, roles and app limits', () => {
     expect((await as(fleet!.token).post('/v2/apps', { name: 'by-fleet' })).status).toBe(403);
     expect((await as(fleet!.token).post('/v2/runner/tokens/check', { authorization: `Bearer ${invoker!.token}`, app: 'by-developer' })).json).toEqual({ verdict: 'ok' });
     expect((await as(developer!.token).post('/v2/runner/tokens/check', { authorization: `Bearer ${invoker!.token}`, app: 'by-developer' })).status).toBe(403);
+    // What an LB needs to keep the operator's FNTS_ADMIN_TOKEN (not of fnts's shape) from functions: its digest, to the fleet only.
+    expect((await as(fleet!.token).get('/v2/runner/tokens/unshaped')).json).toEqual({ digests: [createHash('sha256').update(TEST_ADMIN_TOKEN).digest('hex')] });
+    expect((await as(developer!.token).get('/v2/runner/tokens/unshaped')).status).toBe(403);
     // The app is still there: nothing refused changed anything.
     expect((await admin().get(`/v2/apps/${appId}`)).json.name).toBe('by-developer');
   });

@@ -135,6 +135,22 @@ describe.skipIf(!docker)('an fnts fleet: API node, LB and two pure runners', () 
     }
   });
 
+  it("keeps the caller's fnts tokens from a public fn, the API node's FNTS_ADMIN_TOKEN of the operator's own shape too; the function's own Authorization reaches it", async () => {
+    const app = await api.app();
+    const fn = await api.fn(app, await probeImage());
+    const seen = async (authorization: string): Promise<unknown> => {
+      const res = await lb.invoke(fn.id, {}, { authorization });
+      expect(res.status, res.text).toBe(200);
+      const found = Object.entries(res.json.headers as Record<string, string | string[]>).find(([name]) => name.toLowerCase() === 'authorization')?.[1];
+      return Array.isArray(found) ? found[0] : found;
+    };
+    // bearer(): the test fleet's FNTS_ADMIN_TOKEN, not shaped fnts_<id>_<secret> (what `fn invoke` sends with FN_TOKEN set to it).
+    expect(await seen(bearer()['authorization']!)).toBeUndefined();
+    expect(await seen(`Bearer ${(await api.post('/v2/tokens', { name: 'invoker', role: 'invoker' })).token}`)).toBeUndefined();
+    expect(await seen('Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig')).toBe('Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig');
+    expect(await seen('Basic YTpi')).toBe('Basic YTpi');
+  });
+
   it('serves no management API on the LB or the runners', async () => {
     expect((await lb.call('/v2/apps', { method: 'GET' })).status).toBe(404);
     expect((await runners[0]!.call('/v2/apps', { method: 'GET' })).status).toBe(404);
