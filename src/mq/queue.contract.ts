@@ -82,6 +82,29 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       expect(lapsing.map((id) => leased.get(id))).toEqual(lapsing.map(() => 1));
     });
 
+    it('takes a lapsed lease back within a second of its end while a backlog lasts, once, counted', async () => {
+      const q = await queue();
+      await q.enqueue(item('lapsing'));
+      t += 1;
+      for (let i = 0; i < 60; i++) await q.enqueue(item(`b${String(i).padStart(2, '0')}`));
+      expect((await q.reserveBatch(1, 500, 'w1')).map((c) => c.id)).toEqual(['lapsing']);
+      const ended = t + 500;
+      t = ended + 100;
+      // Leases of four, 100 ms apart, while the backlog lasts (a queue may give a lapsed item back on its own).
+      const seen: string[] = [];
+      let back: Awaited<ReturnType<Queue['reserveBatch']>>[number] | undefined;
+      while (!back && t - ended <= 2_000) {
+        const batch = await q.reserveBatch(4, 60_000, 'w2');
+        expect(batch.length).toBeGreaterThan(0);
+        seen.push(...batch.map((c) => c.id));
+        back = batch.find((c) => c.id === 'lapsing');
+        if (!back) t += 100;
+      }
+      expect(back).toMatchObject({ id: 'lapsing', redeliveries: 1 });
+      expect(t - ended).toBeLessThanOrEqual(1_000);
+      expect(new Set(seen).size).toBe(seen.length);
+    });
+
     it("leases an item of a fn it is told the time of for that fn's time, the others for the lease asked", async () => {
       const q = await queue();
       await q.enqueue(item('a'));

@@ -36,13 +36,15 @@ redis.call('HSET', p .. 'item:' .. id, 'fn_id', ARGV[3], 'call_json', ARGV[4], '
 redis.call('ZADD', p .. 'ready', now, id)
 return id`;
 
+// A lapsed lease (its holder died, or its call outlived it) first, then the oldest ready item: taken
+// from ready first, a lapsed item waited for the whole backlog (the queue contract's lapsed-lease case).
 const RESERVE_LUA = `
 local p, now, lease, holder = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local from = 'ready'
-local id = redis.call('ZRANGEBYSCORE', p .. 'ready', '-inf', now, 'LIMIT', 0, 1)[1]
+local from = 'leased'
+local id = redis.call('ZRANGEBYSCORE', p .. 'leased', '-inf', now, 'LIMIT', 0, 1)[1]
 if not id then
-  from = 'leased'
-  id = redis.call('ZRANGEBYSCORE', p .. 'leased', '-inf', now, 'LIMIT', 0, 1)[1]
+  from = 'ready'
+  id = redis.call('ZRANGEBYSCORE', p .. 'ready', '-inf', now, 'LIMIT', 0, 1)[1]
 end
 if not id then return false end
 local fn = redis.call('HGET', p .. 'item:' .. id, 'fn_id')

@@ -57,6 +57,13 @@ const ROWS_PER_INSERT = 500;
 
 /** How long ready picks may start where the last one ended (see ReadyCursor) before one starts from the oldest item again. */
 const READY_RESCAN_MS = 1000;
+/**
+ * MySQL: while a backlog lasts (ready picks come back full), lapsed leases
+ * are looked for this often rather than at every lease: a pick is a round
+ * trip of its own, one in six of a lease's, and a lapsed lease is rare (its
+ * holder died, or its call outlived it), waiting a second more at most.
+ */
+const LAPSED_PICK_EVERY_MS = 1000;
 
 type NewItem = Omit<QueuedCall, 'attempts' | 'redeliveries'>;
 
@@ -134,6 +141,8 @@ export class SqlQueue implements Queue {
   private analyzing: Promise<void> | undefined;
   /** Where MySQL's ready picks start while a backlog lasts. */
   private readonly readyCursor = new ReadyCursor();
+  /** When MySQL's lease last looked for lapsed leases (the queue's clock; see LAPSED_PICK_EVERY_MS). */
+  private lapsedPickedAt = -Infinity;
 
   constructor(
     private readonly db: () => Kysely<SqlSchema>,
@@ -480,8 +489,10 @@ export class SqlQueue implements Queue {
    * forward, the pick walked them all at every lease (390 calls
    * acknowledged under an open read view: 788 pages read by a lease
    * forward, 6 backward; the contract test). When more leases have ended
-   * than a lease takes, the rest come at the next. The ready pick starts
-   * where the cursor says (see ReadyCursor).
+   * than a lease takes, the rest come at the next. While a backlog lasts
+   * they are looked for once a second (LAPSED_PICK_EVERY_MS), otherwise at
+   * every lease. The ready pick starts where the cursor says (see
+   * ReadyCursor).
    */
   private async leaseMysql(max: number, { now, ms, byFn, holder }: Lease): Promise<Array<LeasedRow & { small_body: Buffer | null }>> {
     type Row = LeasedRow & { small_body: Buffer | null };
@@ -494,11 +505,17 @@ export class SqlQueue implements Queue {
         // deadlocked with another server's lease moving rows out of `ready` (seen with six leases at once).
         .setIsolationLevel('read committed')
         .execute(async (trx) => {
-          // Lapsed leases from the newest back (see pick); taken back, each counts a redelivery.
-          const { rows: lapsed } = await sql<Row>`
-            select ${columns} from mq where state = 'leased' and lease_until <= ${now}
-            order by lease_until desc limit ${max} for update skip locked`.execute(trx);
-          const rows: Row[] = lapsed.map((r) => ({ ...r, redeliveries: Number(r.redeliveries) + 1 }));
+          const rows: Row[] = [];
+          // Lapsed leases from the newest back; taken back, each counts a redelivery.
+          const pickLapsed = async (n: number): Promise<void> => {
+            this.lapsedPickedAt = now;
+            const { rows: lapsed } = await sql<Row>`
+              select ${columns} from mq where state = 'leased' and lease_until <= ${now}
+              order by lease_until desc limit ${n} for update skip locked`.execute(trx);
+            for (const r of lapsed) rows.push({ ...r, redeliveries: Number(r.redeliveries) + 1 });
+          };
+          const lapsedFirst = now - this.lapsedPickedAt >= LAPSED_PICK_EVERY_MS;
+          if (lapsedFirst) await pickLapsed(max);
           if (rows.length < max) {
             const want = max - rows.length;
             const from = this.readyCursor.start(now);
@@ -509,6 +526,8 @@ export class SqlQueue implements Queue {
             this.readyCursor.picked(now, from, ready.length === want ? Number(ready.at(-1)!.available_at) : undefined);
             rows.push(...ready);
           }
+          // No backlog (the ready pick came back short): lapsed leases are looked for at every lease.
+          if (rows.length < max && !lapsedFirst) await pickLapsed(max - rows.length);
           if (rows.length === 0) return [];
           // redeliveries first: MySQL assigns left to right, each assignment seeing the ones before it.
           await sql`
