@@ -32,9 +32,11 @@ const RUNNER_MB = 256;
  * LB's wait placer rightly queues a call behind a busy warm container
  * rather than send it to a new runner when the wait there is shorter than a
  * cold start, so with calls of 600 ms on a loaded machine (starts of a
- * second or more) the third runner was never tried and the test failed.
+ * second or more) the third runner was never tried and the test failed;
+ * with calls of 1.5 s it failed so once more in a full suite (the third
+ * runner's attempts 0 for 30 s, the other two refusing 41-50 calls).
  */
-const CALL = { sleep: 1500 };
+const CALL = { sleep: 3000 };
 
 describe.each(['docker', 'swarm'] as const)('a managed fleet on the %s control plane', (plane) => {
   const name = `scale-${plane}-${randomBytes(3).toString('hex')}`;
@@ -211,8 +213,8 @@ describe.each(['docker', 'swarm'] as const)('a managed fleet on the %s control p
       clearInterval(watch);
       await load;
     }
-    // Calls of 1.5 s from six callers, then one: a loaded machine made 19 in the whole test.
-    expect(statuses.length).toBeGreaterThan(10);
+    // Calls of 3 s from six callers, then one (with calls of 1.5 s a loaded machine made 19 in the whole test).
+    expect(statuses.length).toBeGreaterThan(5);
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
   }, 240_000);
 });
