@@ -126,10 +126,10 @@ const LEASED_WITH_SMALL_BODY = [...LEASED, 'small_body'] as const;
  * `byFn` names the fn, else `ms` (each number followed by `cast`: Postgres
  * types a parameter by it).
  */
-function leaseEndSql(now: number, ms: number, byFn: ReadonlyMap<string, number> | undefined, cast: RawBuilder<unknown>): RawBuilder<unknown> {
-  if (!byFn || byFn.size === 0) return sql`${now + ms}${cast}`;
+function leaseEndSql(now: number, ms: number, byFn: ReadonlyMap<string, number> | undefined, cast: RawBuilder<unknown>): RawBuilder<number> {
+  if (!byFn || byFn.size === 0) return sql<number>`${now + ms}${cast}`;
   const whens = [...byFn].map(([fnId, fnMs]) => sql`when ${fnId} then ${now + fnMs}${cast}`);
-  return sql`case fn_id ${sql.join(whens, sql` `)} else ${now + ms}${cast} end`;
+  return sql<number>`case fn_id ${sql.join(whens, sql` `)} else ${now + ms}${cast} end`;
 }
 
 export class SqlQueue implements Queue {
@@ -411,21 +411,9 @@ export class SqlQueue implements Queue {
         .else(eb.ref('redeliveries'))
         .end(),
       state: 'leased',
-      lease_until: SqlQueue.leaseUntil(eb, now, ms, byFn),
+      lease_until: leaseEndSql(now, ms, byFn, sql``),
       leased_by: holder,
     });
-  }
-
-  /** The end of an item's lease: its fn's own time when `byFn` names the fn, else `ms`. */
-  private static leaseUntil(eb: ExpressionBuilder<SqlSchema, 'mq'>, now: number, ms: number, byFn: ReadonlyMap<string, number> | undefined) {
-    if (!byFn || byFn.size === 0) return now + ms;
-    const fns = [...byFn];
-    let until = eb
-      .case('fn_id')
-      .when(fns[0]![0])
-      .then(now + fns[0]![1]);
-    for (const [fnId, fnMs] of fns.slice(1)) until = until.when(fnId).then(now + fnMs);
-    return until.else(now + ms).end();
   }
 
   /** Items a lease may take at `now`: ready ones due, and leased ones whose lease ended. */
