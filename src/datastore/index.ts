@@ -17,5 +17,5 @@ export { GroupCommit, type GroupCommitOptions } from './group-commit.js';
 export { DATABASE_BUSY, DATABASE_DISK_FULL, DATABASE_UNAVAILABLE, DatabaseBusyError, DatabaseUnavailableError, DiskWatch, failsEveryWrite, StorageFullError } from './storage.js';
 export type { CursorListing } from './cursor.js';
 export { DatastoreClosedError, kindOf, openSqlDatastore, openSqlite, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore, SqlSecretStore, UnsupportedDatabaseError } from './sql/index.js';
-export type { ChangeLink, ProgramSource, Schema as SqlSchema, SqliteProgram, SqliteThread, SqlKind } from './sql/index.js';
+export type { ChangeLink, ProgramSource, Schema as SqlSchema, SqliteProgram, SqliteThread, SqlKind, Statement, StatementBatches, StatementResult } from './sql/index.js';
 export { linkChanges, ownedArrayBuffer } from './sql/index.js';

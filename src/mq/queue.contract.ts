@@ -82,6 +82,20 @@ export function runQueueContract(name: string, open: (now: () => number) => Prom
       expect(lapsing.map((id) => leased.get(id))).toEqual(lapsing.map(() => 1));
     });
 
+    it('gives leases taken at the same moment in a backlog a full batch each (each skips what the others hold), the oldest first', async () => {
+      const q = await queue();
+      for (let g = 0; g < 6; g++) {
+        await Promise.all(Array.from({ length: 40 }, (_, i) => q.enqueue(item(`i${String(g * 40 + i).padStart(3, '0')}`))));
+        t++;
+      }
+      for (let round = 0; round < 5; round++) {
+        const batches = await Promise.all(Array.from({ length: 3 }, (_, w) => q.reserveBatch(16, 30_000, `w${w}`)));
+        expect(batches.map((b) => b.length)).toEqual([16, 16, 16]);
+        // Between them, the oldest 48 left.
+        expect(batches.flatMap((b) => b.map((c) => c.id)).sort()).toEqual(Array.from({ length: 48 }, (_, i) => `i${String(round * 48 + i).padStart(3, '0')}`));
+      }
+    });
+
     it('takes a lapsed lease back within a second of its end while a backlog lasts, once, counted', async () => {
       const q = await queue();
       await q.enqueue(item('lapsing'));

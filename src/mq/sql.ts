@@ -16,19 +16,20 @@
  *             items inserted many rows a statement, one transaction (a group
  *             with no key and no large body: one statement)
  *   reserve:  up to n items leased in one statement (Postgres: FOR UPDATE SKIP
- *             LOCKED; MySQL: pick, lease and read in one transaction), picked
- *             in index order (MySQL: from where the last pick ended while a
- *             backlog lasts, see ReadyCursor), their bodies read in one query
+ *             LOCKED; MySQL: pick, lease and read in one transaction, two round
+ *             trips), picked in index order (MySQL: from where the last pick
+ *             ended while a backlog lasts, see ReadyCursor), their bodies read
+ *             in one query
  *   ack:      group commit as enqueue: the items of the calls acknowledged together
  *             and their bodies removed in one statement (MySQL: two, the items
- *             first)
+ *             first, in one round trip)
  *   prune:    item, then its body
  *
  * A body no item refers to (an enqueue cut short by a crash) is removed by
  * pruneDead once ORPHAN_BODY_MS old.
  */
 import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
-import { failsEveryWrite, GroupCommit, kindOf, type SqlKind, type SqlSchema } from '../datastore/index.js';
+import { failsEveryWrite, GroupCommit, kindOf, type SqlKind, type SqlSchema, type Statement, type StatementBatches, type StatementResult } from '../datastore/index.js';
 import { IDEMPOTENCY_WINDOW_MS, type Queue, type QueuedCall } from './queue.js';
 import { bodyChunks, ORPHAN_BODY_MS } from './sqlite-program.js';
 
@@ -64,6 +65,12 @@ const READY_RESCAN_MS = 1000;
  * holder died, or its call outlived it), waiting a second more at most.
  */
 const LAPSED_PICK_EVERY_MS = 1000;
+/**
+ * MySQL: the ready items a lease of n reads as candidates, n times this:
+ * the leases under way at once (three while a backlog lasts, others'
+ * servers' too) each skip the rows the others hold, and still find theirs.
+ */
+const READY_CANDIDATES_PER_CALL = 4;
 
 type NewItem = Omit<QueuedCall, 'attempts' | 'redeliveries'>;
 
@@ -132,6 +139,14 @@ function leaseEndSql(now: number, ms: number, byFn: ReadonlyMap<string, number> 
   return sql<number>`case fn_id ${sql.join(whens, sql` `)} else ${now + ms}${cast} end`;
 }
 
+/** leaseEndSql as text with `?` for its values (MySQL's statement batches). */
+function leaseEndText(now: number, ms: number, byFn: ReadonlyMap<string, number> | undefined): Statement {
+  if (!byFn || byFn.size === 0) return { text: '?', values: [now + ms] };
+  const values: unknown[] = [];
+  for (const [fnId, fnMs] of byFn) values.push(fnId, now + fnMs);
+  return { text: `case fn_id ${'when ? then ? '.repeat(byFn.size)}else ? end`, values: [...values, now + ms] };
+}
+
 export class SqlQueue implements Queue {
   /** Which database the queue is in: how an item is leased differs (see reserve). */
   private readonly kind: SqlKind;
@@ -147,6 +162,8 @@ export class SqlQueue implements Queue {
   constructor(
     private readonly db: () => Kysely<SqlSchema>,
     private readonly now: () => number = Date.now,
+    /** MySQL: its statements sent several to a round trip (the lease, acknowledgements); unused elsewhere. */
+    private readonly batches?: StatementBatches,
   ) {
     this.kind = kindOf(db());
   }
@@ -465,11 +482,26 @@ export class SqlQueue implements Queue {
    * MySQL (no UPDATE ... RETURNING, no subquery on the updated table): the
    * picks read the items whole with SKIP LOCKED (a locking read: the rows
    * are as committed, and stay so until this transaction ends), one UPDATE
-   * leases them, in one transaction; what the UPDATE changed of the columns
-   * read (redeliveries, for lapsed items) is applied to them here rather
-   * than read again. Written as SQL text, as Postgres' lease is: building
-   * the four statements took ~300 µs of the event loop a lease of 16, and
-   * reading the rows again was a round trip (a drain's profile).
+   * leases them, in one transaction under READ COMMITTED (no gap locks:
+   * under REPEATABLE READ, the default, the picks' next-key locks on the
+   * state index deadlocked with another server's lease moving rows out of
+   * `ready`, seen with six leases at once); what the UPDATE changed of the
+   * columns read (redeliveries, for lapsed items) is applied to them here
+   * rather than read again. Two round trips while a backlog lasts (see
+   * StatementBatches): the isolation, BEGIN and the picks, then the UPDATE
+   * and COMMIT; through Kysely the same was five, each a write to the
+   * socket (~100-160 µs of the kernel's time on a loaded 2-core VM) and a
+   * wake-up of the database.
+   * The ready pick reads its candidates (READY_CANDIDATES_PER_CALL times
+   * what it wants) by a plain read of the state index, then locks them
+   * through the primary key, stopping once it holds enough (rows another
+   * lease holds skipped, rows leased meanwhile read as they are now and
+   * left). A locking read of the state index itself, under READ COMMITTED,
+   * cost InnoDB a walk of its undo history for each row it locked (finding
+   * whether the entry's last change was committed): in a drain, 50 pages
+   * a pick just after the purge, growing to 4,600 before the next (2.3 ms
+   * a pick at p50, 7 ms at p90, the largest share of the database's time a
+   * drained call); through the primary key, 50 pages a pick throughout.
    * The lapsed ones are read from the newest back: InnoDB walks the entries
    * of removed items that its purge has not reached yet past the end of a
    * range, and every call acknowledged in the last minute lies just past
@@ -478,54 +510,71 @@ export class SqlQueue implements Queue {
    * acknowledged under an open read view: 788 pages read by a lease
    * forward, 6 backward; the contract test). When more leases have ended
    * than a lease takes, the rest come at the next. While a backlog lasts
-   * they are looked for once a second (LAPSED_PICK_EVERY_MS), otherwise at
-   * every lease. The ready pick starts where the cursor says (see
-   * ReadyCursor).
+   * they are looked for once a second (LAPSED_PICK_EVERY_MS), in the first
+   * round trip; otherwise at every lease, in a round trip of their own once
+   * the ready pick came back short. The ready pick starts where the cursor
+   * says (see ReadyCursor).
    */
   private async leaseMysql(max: number, { now, ms, byFn, holder }: Lease): Promise<Array<LeasedRow & { small_body: Buffer | null }>> {
     type Row = LeasedRow & { small_body: Buffer | null };
-    const columns = sql.join(LEASED_WITH_SMALL_BODY.map((c) => sql.ref(c)));
-    const until = leaseEndSql(now, ms, byFn, sql``);
-    return (
-      this.db()
-        .transaction()
-        // No gap locks: under REPEATABLE READ (the default) the picks' next-key locks on the state index
-        // deadlocked with another server's lease moving rows out of `ready` (seen with six leases at once).
-        .setIsolationLevel('read committed')
-        .execute(async (trx) => {
-          const rows: Row[] = [];
-          // Lapsed leases from the newest back; taken back, each counts a redelivery.
-          const pickLapsed = async (n: number): Promise<void> => {
-            this.lapsedPickedAt = now;
-            const { rows: lapsed } = await sql<Row>`
-              select ${columns} from mq where state = 'leased' and lease_until <= ${now}
-              order by lease_until desc limit ${n} for update skip locked`.execute(trx);
-            for (const r of lapsed) rows.push({ ...r, redeliveries: Number(r.redeliveries) + 1 });
-          };
-          const lapsedFirst = now - this.lapsedPickedAt >= LAPSED_PICK_EVERY_MS;
-          if (lapsedFirst) await pickLapsed(max);
-          if (rows.length < max) {
-            const want = max - rows.length;
-            const from = this.readyCursor.start(now);
-            const { rows: ready } = await sql<Row>`
-              select ${columns} from mq where state = 'ready' and available_at <= ${now}
-              ${from === undefined ? sql`` : sql`and available_at >= ${from}`}
-              order by available_at, enqueued_at limit ${want} for update skip locked`.execute(trx);
-            this.readyCursor.picked(now, from, ready.length === want ? Number(ready.at(-1)!.available_at) : undefined);
-            rows.push(...ready);
-          }
-          // No backlog (the ready pick came back short): lapsed leases are looked for at every lease.
-          if (rows.length < max && !lapsedFirst) await pickLapsed(max - rows.length);
-          if (rows.length === 0) return [];
-          // redeliveries first: MySQL assigns left to right, each assignment seeing the ones before it.
-          await sql`
-            update mq set
-              redeliveries = case when state = 'leased' then redeliveries + 1 else redeliveries end,
-              state = 'leased', lease_until = ${until}, leased_by = ${holder}
-            where id in (${sql.join(rows.map((r) => r.id))})`.execute(trx);
-          return rows;
-        })
-    );
+    const columns = LEASED_WITH_SMALL_BODY.map((c) => `\`${c}\``).join(', ');
+    // Lapsed leases from the newest back; taken back, each counts a redelivery.
+    const lapsedPick = (n: number): Statement => ({
+      text: `select ${columns} from mq where state = 'leased' and lease_until <= ? order by lease_until desc limit ? for update skip locked`,
+      values: [now, n],
+    });
+    const lapsed = (rows: StatementResult | undefined): Row[] => (rows as Row[]).map((r) => ({ ...r, redeliveries: Number(r.redeliveries) + 1 }));
+    const from = this.readyCursor.start(now);
+    // The oldest ready items by a plain read of the state index, then locked through the primary key (see above).
+    const readyPick: Statement = {
+      text:
+        `select ${LEASED_WITH_SMALL_BODY.map((c) => `mq.\`${c}\``).join(', ')} from (` +
+        `select id from mq where state = 'ready' and available_at <= ?${from === undefined ? '' : ' and available_at >= ?'} order by available_at, enqueued_at limit ?` +
+        `) picked straight_join mq on mq.id = picked.id where mq.state = 'ready' and mq.available_at <= ? limit ? for update skip locked`,
+      values: [now, ...(from === undefined ? [] : [from]), max * READY_CANDIDATES_PER_CALL, now, max],
+    };
+    const lapsedFirst = now - this.lapsedPickedAt >= LAPSED_PICK_EVERY_MS;
+    if (lapsedFirst) this.lapsedPickedAt = now;
+    return this.mysqlBatches().session(async (send) => {
+      const picked = await send([
+        { text: 'set transaction isolation level read committed', values: [] },
+        { text: 'start transaction', values: [] },
+        ...(lapsedFirst ? [lapsedPick(max)] : []),
+        readyPick,
+      ]);
+      const rows: Row[] = lapsedFirst ? lapsed(picked[2]) : [];
+      // The ready pick asked for `max` (sent before the lapsed ones were known): the first it needs are taken, the rest left.
+      const want = max - rows.length;
+      const ready = (picked.at(-1) as Row[]).slice(0, want);
+      if (want > 0) this.readyCursor.picked(now, from, ready.length === want ? Math.max(...ready.map((r) => Number(r.available_at))) : undefined);
+      rows.push(...ready);
+      // No backlog (the ready pick came back short): lapsed leases are looked for at every lease.
+      if (rows.length < max && !lapsedFirst) {
+        this.lapsedPickedAt = now;
+        rows.push(...lapsed((await send([lapsedPick(max - rows.length)]))[0]));
+      }
+      if (rows.length === 0) {
+        await send([{ text: 'commit', values: [] }]);
+        return [];
+      }
+      const until = leaseEndText(now, ms, byFn);
+      // redeliveries first: MySQL assigns left to right, each assignment seeing the ones before it.
+      await send([
+        {
+          text:
+            "update mq set redeliveries = case when state = 'leased' then redeliveries + 1 else redeliveries end, " + `state = 'leased', lease_until = ${until.text}, leased_by = ? where id in (?)`,
+          values: [...until.values, holder, rows.map((r) => r.id)],
+        },
+        { text: 'commit', values: [] },
+      ]);
+      return rows;
+    });
+  }
+
+  /** MySQL's statement batches (see leaseMysql). */
+  private mysqlBatches(): StatementBatches {
+    if (!this.batches) throw new Error('the queue in a MySQL database needs its statement batches (SqlDatastore.statementBatches)');
+    return this.batches;
   }
 
   /** The bodies of leased items, each in one buffer of its size, read in one query. */
@@ -586,17 +635,25 @@ export class SqlQueue implements Queue {
 
   /**
    * Removes items and their bodies in one statement (atomic) on Postgres;
-   * in two on MySQL and SQLite (tests), the items first: a body without its
-   * item is a leftover pruneDead removes, an item without its body could
-   * not run. MariaDB's one statement for both (a multi-table DELETE joining
-   * the bodies) took 2.9 ms of its engine's time for ~27 calls in its slow
-   * log; the two, 0.9 ms together.
+   * in two on MySQL (one round trip: its statement batches) and SQLite
+   * (tests), the items first: a body without its item is a leftover
+   * pruneDead removes, an item without its body could not run. MariaDB's
+   * one statement for both (a multi-table DELETE joining the bodies) took
+   * 2.9 ms of its engine's time for ~27 calls in its slow log; the two,
+   * 0.9 ms together.
    */
   private async drop(ids: readonly string[]): Promise<void> {
     const db = this.db();
     if (this.kind === 'postgres') {
       const list = sql.join(ids.map((id) => sql.val(id)));
       await sql`with gone as (delete from mq where id in (${list})) delete from mq_bodies where id in (${list})`.execute(db);
+    } else if (this.kind === 'mysql') {
+      await this.mysqlBatches().session((send) =>
+        send([
+          { text: 'delete from mq where id in (?)', values: [ids] },
+          { text: 'delete from mq_bodies where id in (?)', values: [ids] },
+        ]),
+      );
     } else {
       await db.deleteFrom('mq').where('id', 'in', ids).execute();
       await db.deleteFrom('mq_bodies').where('id', 'in', ids).execute();

@@ -340,6 +340,34 @@ for (const kind of DATABASE_KINDS) {
         await store.close();
       }
     });
+    it.runIf(kind === 'mysql')(
+      "sends the queue's statements several to a round trip on connections of their own: a batch that fails is rolled back, values are bound, never spliced, and the datastore's connections take one statement a query",
+      async () => {
+        const store = await storeOn('fresh')();
+        try {
+          const queue = databaseQueue(store);
+          await queue.enqueue({ id: 'b1', fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 });
+          const batches = store.statementBatches()!;
+          const failed = batches.session(async (send) => {
+            await send([
+              { text: 'start transaction', values: [] },
+              { text: "update mq set state = 'dead' where id = ?", values: ['b1'] },
+            ]);
+            await send([{ text: 'select nothing from nowhere', values: [] }]);
+          });
+          await expect(failed).rejects.toThrow(/nowhere/);
+          // Rolled back at once, its lock released: the call is there to lease, as it was.
+          expect((await queue.reserveBatch(5, 60_000, 'w')).map((c) => c.id)).toEqual(['b1']);
+          const [echoed] = await batches.session((send) => send([{ text: 'select ? as v', values: ["x'; delete from mq; --"] }]));
+          expect(echoed).toEqual([{ v: "x'; delete from mq; --" }]);
+          expect(await queue.has(['b1'])).toEqual(new Set(['b1']));
+          await expect(sql`select 1; select 2`.execute(store.database())).rejects.toThrow(/syntax/);
+        } finally {
+          await store.close();
+        }
+      },
+    );
+
     it('keeps API tokens (their digests) as given, oldest first, and removes them once', async () => {
       const store = await storeOn('fresh')();
       try {
@@ -440,6 +468,7 @@ for (const kind of DATABASE_KINDS.filter((k) => k !== 'sqlite')) {
         ['read an app', () => store.getAppById(kept.id)],
         ['insert an app', () => store.insertApp(newAppFromJson({ name: 'during' }))],
         ['queue a call', () => queue.enqueue({ id: 'c1', fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 })],
+        ['lease calls', () => queue.reserveBatch(4, 60_000, 'w')],
         ['ping', () => store.ping()],
       ] as const) {
         const started = Date.now();
@@ -469,6 +498,10 @@ for (const kind of DATABASE_KINDS.filter((k) => k !== 'sqlite')) {
       expect(await queue.has(['c1'])).toEqual(new Set());
       await queue.enqueue({ id: 'c2', fnId: 'f', callJson: '{}', body: Buffer.from('x'), maxAttempts: 1 });
       expect(await queue.has(['c2'])).toEqual(new Set(['c2']));
+      // The lease and the acknowledgement (MySQL: over connections of their own) serve again too.
+      expect((await queue.reserveBatch(4, 60_000, 'w')).map((c) => c.id)).toEqual(['c2']);
+      await queue.ack('c2');
+      expect(await queue.has(['c2'])).toEqual(new Set());
     });
   });
 }

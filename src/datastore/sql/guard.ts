@@ -47,8 +47,9 @@ class GuardedDriver implements Driver {
 
   constructor(
     private readonly inner: Driver,
-    private readonly options: GuardOptions,
+    options: GuardOptions,
   ) {
+    this.check = guard(options);
     if (inner.savepoint) this.savepoint = (c: DatabaseConnection, name: string, compile: QueryCompiler['compileQuery']) => this.check(() => inner.savepoint!(unwrap(c), name, compile));
     if (inner.rollbackToSavepoint)
       this.rollbackToSavepoint = (c: DatabaseConnection, name: string, compile: QueryCompiler['compileQuery']) => this.check(() => inner.rollbackToSavepoint!(unwrap(c), name, compile));
@@ -56,15 +57,7 @@ class GuardedDriver implements Driver {
       this.releaseSavepoint = (c: DatabaseConnection, name: string, compile: QueryCompiler['compileQuery']) => this.check(() => inner.releaseSavepoint!(unwrap(c), name, compile));
   }
 
-  readonly check = async <T>(op: () => Promise<T>): Promise<T> => {
-    try {
-      return await op();
-    } catch (err) {
-      if (err instanceof DatabaseUnavailableError || !this.options.isUnavailable(err)) throw err;
-      this.options.onUnavailable?.(err);
-      throw new DatabaseUnavailableError(err);
-    }
-  };
+  readonly check: <T>(op: () => Promise<T>) => Promise<T>;
 
   init(): Promise<void> {
     return this.check(() => this.inner.init());
@@ -93,6 +86,19 @@ class GuardedDriver implements Driver {
   destroy(): Promise<void> {
     return this.inner.destroy();
   }
+}
+
+/** Runs an operation on the database, its "database does not answer" errors turned into DatabaseUnavailableError (and told). */
+export function guard(options: GuardOptions): <T>(op: () => Promise<T>) => Promise<T> {
+  return async (op) => {
+    try {
+      return await op();
+    } catch (err) {
+      if (err instanceof DatabaseUnavailableError || !options.isUnavailable(err)) throw err;
+      options.onUnavailable?.(err);
+      throw new DatabaseUnavailableError(err);
+    }
+  };
 }
 
 /** `dialect` with its driver's "database does not answer" errors turned into DatabaseUnavailableError. */

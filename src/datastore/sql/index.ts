@@ -4,6 +4,7 @@ export { DatastoreClosedError, SCHEMA_VERSION, SchemaTooNewError, SqlDatastore }
 export { kindOf } from './kinds.js';
 export type { SqlKind } from './kinds.js';
 export type { Schema } from './schema.js';
+export type { Statement, StatementBatches, StatementResult } from './statement-batches.js';
 export { linkChanges, POLL_MS } from './change-feed.js';
 export type { ChangeLink } from './change-feed.js';
 export type { ProgramSource, SqliteProgram, SqliteThread } from './sqlite-thread.js';

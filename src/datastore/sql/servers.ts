@@ -11,6 +11,7 @@ import pg from 'pg';
 import type { DbLocation } from '../../config/index.js';
 import { serverWriter } from './batch-writer.js';
 import { guarded, mysqlUnavailable, pgUnavailable } from './guard.js';
+import { mysqlStatementBatches } from './statement-batches.js';
 import { SqlDatastore, type Schema } from './store.js';
 
 export interface ServerOptions {
@@ -114,5 +115,6 @@ export async function openMysql(loc: MysqlLocation, options: ServerOptions): Pro
     isStorageFull: (err) => [1114, 1021].includes((err as { errno?: number } | null)?.errno ?? 0),
     folder: undefined,
     batchWriter: (q) => serverWriter(q, 'mysql'),
+    statementBatches: () => mysqlStatementBatches(mysqlPoolOptions(loc, options.poolSize), options.onUnavailable),
   });
 }

@@ -19,6 +19,7 @@ import type { SqlKind } from './kinds.js';
 import type { DbLocation } from '../../config/index.js';
 import type { AppsTable, FnsTable, Schema, TriggersTable } from './schema.js';
 import type { SqliteThread } from './sqlite-thread.js';
+import type { StatementBatches } from './statement-batches.js';
 
 export type { AppsTable, CallsTable, FnsTable, MqTable, Schema, SecretsTable, TriggersTable } from './schema.js';
 
@@ -146,6 +147,8 @@ export interface SqlDatastoreOptions {
   sqliteThread?: () => SqliteThread;
   /** The database's batch writes of call records, made once the schema is migrated; `db` throws once the store is closed. */
   batchWriter: (db: () => Kysely<Schema>, thread: SqliteThread | undefined) => BatchWriter;
+  /** MySQL: statements sent several to a round trip (statement-batches.ts), for the embedded queue; made when first asked for. */
+  statementBatches?: () => StatementBatches;
 }
 
 export class SqlDatastore implements Datastore {
@@ -160,6 +163,7 @@ export class SqlDatastore implements Datastore {
   readonly disk: DiskWatch;
   /** A SQLite database's writer thread: its frequent writes (records, the embedded queue) go there. */
   readonly thread: SqliteThread | undefined;
+  private batches: StatementBatches | undefined;
 
   private constructor(
     private readonly db: Kysely<Schema>,
@@ -232,6 +236,12 @@ export class SqlDatastore implements Datastore {
   /** The database itself, for the embedded queue that shares it (mq/sql.ts). Throws once closed. */
   database(): Kysely<Schema> {
     return this.q;
+  }
+
+  /** MySQL: statements sent several to a round trip, for the embedded queue (mq/sql.ts); undefined on other databases. Throws once closed. */
+  statementBatches(): StatementBatches | undefined {
+    if (this.closed) throw new DatastoreClosedError();
+    return this.options.statementBatches ? (this.batches ??= this.options.statementBatches()) : undefined;
   }
 
   /**
@@ -467,6 +477,7 @@ export class SqlDatastore implements Datastore {
     this.closed = true;
     await this.calls.close();
     await this.thread?.close();
+    await this.batches?.close();
     await this.db.destroy();
     await this.options.onClose?.();
   }
