@@ -17,5 +17,11 @@ export { SqliteQueue } from './sqlite.js';
 
 /** The embedded queue in the datastore's own database: through its writer thread on SQLite, statements over its pool otherwise. */
 export function databaseQueue(datastore: SqlDatastore, now?: () => number): Queue {
-  return datastore.thread ? new SqliteQueue(datastore.thread, now) : new SqlQueue(() => datastore.database(), now, datastore.statementBatches());
+  return datastore.thread
+    ? new SqliteQueue(datastore.thread, now)
+    : new SqlQueue(
+        () => datastore.database(),
+        now,
+        () => datastore.statementBatches(),
+      );
 }

@@ -139,14 +139,6 @@ function leaseEndSql(now: number, ms: number, byFn: ReadonlyMap<string, number> 
   return sql<number>`case fn_id ${sql.join(whens, sql` `)} else ${now + ms}${cast} end`;
 }
 
-/** leaseEndSql as text with `?` for its values (MySQL's statement batches). */
-function leaseEndText(now: number, ms: number, byFn: ReadonlyMap<string, number> | undefined): Statement {
-  if (!byFn || byFn.size === 0) return { text: '?', values: [now + ms] };
-  const values: unknown[] = [];
-  for (const [fnId, fnMs] of byFn) values.push(fnId, now + fnMs);
-  return { text: `case fn_id ${'when ? then ? '.repeat(byFn.size)}else ? end`, values: [...values, now + ms] };
-}
-
 export class SqlQueue implements Queue {
   /** Which database the queue is in: how an item is leased differs (see reserve). */
   private readonly kind: SqlKind;
@@ -162,8 +154,8 @@ export class SqlQueue implements Queue {
   constructor(
     private readonly db: () => Kysely<SqlSchema>,
     private readonly now: () => number = Date.now,
-    /** MySQL: its statements sent several to a round trip (the lease, acknowledgements); unused elsewhere. */
-    private readonly batches?: StatementBatches,
+    /** MySQL: its statements sent several to a round trip (the lease, acknowledgements); throws once the datastore is closed. Unused elsewhere. */
+    private readonly batches?: () => StatementBatches | undefined,
   ) {
     this.kind = kindOf(db());
   }
@@ -517,31 +509,20 @@ export class SqlQueue implements Queue {
    */
   private async leaseMysql(max: number, { now, ms, byFn, holder }: Lease): Promise<Array<LeasedRow & { small_body: Buffer | null }>> {
     type Row = LeasedRow & { small_body: Buffer | null };
-    const columns = LEASED_WITH_SMALL_BODY.map((c) => `\`${c}\``).join(', ');
+    const columns = sql.join(LEASED_WITH_SMALL_BODY.map((c) => sql.ref(`mq.${c}`)));
     // Lapsed leases from the newest back; taken back, each counts a redelivery.
-    const lapsedPick = (n: number): Statement => ({
-      text: `select ${columns} from mq where state = 'leased' and lease_until <= ? order by lease_until desc limit ? for update skip locked`,
-      values: [now, n],
-    });
+    const lapsedPick = (n: number) => sql`select ${columns} from mq where state = 'leased' and lease_until <= ${now} order by lease_until desc limit ${n} for update skip locked`;
     const lapsed = (rows: StatementResult | undefined): Row[] => (rows as Row[]).map((r) => ({ ...r, redeliveries: Number(r.redeliveries) + 1 }));
     const from = this.readyCursor.start(now);
     // The oldest ready items by a plain read of the state index, then locked through the primary key (see above).
-    const readyPick: Statement = {
-      text:
-        `select ${LEASED_WITH_SMALL_BODY.map((c) => `mq.\`${c}\``).join(', ')} from (` +
-        `select id from mq where state = 'ready' and available_at <= ?${from === undefined ? '' : ' and available_at >= ?'} order by available_at, enqueued_at limit ?` +
-        `) picked straight_join mq on mq.id = picked.id where mq.state = 'ready' and mq.available_at <= ? limit ? for update skip locked`,
-      values: [now, ...(from === undefined ? [] : [from]), max * READY_CANDIDATES_PER_CALL, now, max],
-    };
+    const readyPick = sql`select ${columns} from (
+        select id from mq where state = 'ready' and available_at <= ${now} ${from === undefined ? sql`` : sql`and available_at >= ${from}`}
+        order by available_at, enqueued_at limit ${max * READY_CANDIDATES_PER_CALL}
+      ) picked straight_join mq on mq.id = picked.id where mq.state = 'ready' and mq.available_at <= ${now} limit ${max} for update skip locked`;
     const lapsedFirst = now - this.lapsedPickedAt >= LAPSED_PICK_EVERY_MS;
     if (lapsedFirst) this.lapsedPickedAt = now;
     return this.mysqlBatches().session(async (send) => {
-      const picked = await send([
-        { text: 'set transaction isolation level read committed', values: [] },
-        { text: 'start transaction', values: [] },
-        ...(lapsedFirst ? [lapsedPick(max)] : []),
-        readyPick,
-      ]);
+      const picked = await send(this.statements(sql`set transaction isolation level read committed`, sql`start transaction`, ...(lapsedFirst ? [lapsedPick(max)] : []), readyPick));
       const rows: Row[] = lapsedFirst ? lapsed(picked[2]) : [];
       // The ready pick asked for `max` (sent before the lapsed ones were known): the first it needs are taken, the rest left.
       const want = max - rows.length;
@@ -551,30 +532,37 @@ export class SqlQueue implements Queue {
       // No backlog (the ready pick came back short): lapsed leases are looked for at every lease.
       if (rows.length < max && !lapsedFirst) {
         this.lapsedPickedAt = now;
-        rows.push(...lapsed((await send([lapsedPick(max - rows.length)]))[0]));
+        rows.push(...lapsed((await send(this.statements(lapsedPick(max - rows.length))))[0]));
       }
       if (rows.length === 0) {
-        await send([{ text: 'commit', values: [] }]);
+        await send(this.statements(sql`commit`));
         return [];
       }
-      const until = leaseEndText(now, ms, byFn);
       // redeliveries first: MySQL assigns left to right, each assignment seeing the ones before it.
-      await send([
-        {
-          text:
-            "update mq set redeliveries = case when state = 'leased' then redeliveries + 1 else redeliveries end, " + `state = 'leased', lease_until = ${until.text}, leased_by = ? where id in (?)`,
-          values: [...until.values, holder, rows.map((r) => r.id)],
-        },
-        { text: 'commit', values: [] },
-      ]);
+      const lease = sql`
+        update mq set
+          redeliveries = case when state = 'leased' then redeliveries + 1 else redeliveries end,
+          state = 'leased', lease_until = ${leaseEndSql(now, ms, byFn, sql``)}, leased_by = ${holder}
+        where id in (${sql.join(rows.map((r) => r.id))})`;
+      await send(this.statements(lease, sql`commit`));
       return rows;
+    });
+  }
+
+  /** SQL text as MySQL's statement batches send it: compiled (its values as `?`), not built. */
+  private statements(...queries: ReadonlyArray<RawBuilder<unknown>>): Statement[] {
+    const db = this.db();
+    return queries.map((q) => {
+      const { sql: text, parameters } = q.compile(db);
+      return { text, values: parameters };
     });
   }
 
   /** MySQL's statement batches (see leaseMysql). */
   private mysqlBatches(): StatementBatches {
-    if (!this.batches) throw new Error('the queue in a MySQL database needs its statement batches (SqlDatastore.statementBatches)');
-    return this.batches;
+    const batches = this.batches?.();
+    if (!batches) throw new Error('the queue in a MySQL database needs its statement batches (SqlDatastore.statementBatches)');
+    return batches;
   }
 
   /** The bodies of leased items, each in one buffer of its size, read in one query. */
@@ -648,12 +636,8 @@ export class SqlQueue implements Queue {
       const list = sql.join(ids.map((id) => sql.val(id)));
       await sql`with gone as (delete from mq where id in (${list})) delete from mq_bodies where id in (${list})`.execute(db);
     } else if (this.kind === 'mysql') {
-      await this.mysqlBatches().session((send) =>
-        send([
-          { text: 'delete from mq where id in (?)', values: [ids] },
-          { text: 'delete from mq_bodies where id in (?)', values: [ids] },
-        ]),
-      );
+      const list = sql.join(ids);
+      await this.mysqlBatches().session((send) => send(this.statements(sql`delete from mq where id in (${list})`, sql`delete from mq_bodies where id in (${list})`)));
     } else {
       await db.deleteFrom('mq').where('id', 'in', ids).execute();
       await db.deleteFrom('mq_bodies').where('id', 'in', ids).execute();

@@ -35,7 +35,7 @@ export interface StatementBatches {
    * does not answer rejects with DatabaseUnavailableError.
    */
   session<T>(work: (send: (statements: readonly Statement[]) => Promise<StatementResult[]>) => Promise<T>): Promise<T>;
-  /** Closes the connections. */
+  /** Closes the connections (once: the datastore's close). */
   close(): Promise<void>;
 }
 
@@ -48,7 +48,6 @@ export function mysqlStatementBatches(options: PoolOptions, onUnavailable?: (err
   // A connection that breaks fails its batch (503); its error event must not end the process.
   pool.on('connection', (connection) => connection.on('error', () => undefined));
   const check = guard({ isUnavailable: mysqlUnavailable, onUnavailable });
-  let closed = false;
   const connection = (): Promise<PoolConnection> => new Promise((resolve, reject) => pool.getConnection((err, conn) => (err ? reject(err) : resolve(conn))));
   const query = (conn: PoolConnection, statements: readonly Statement[]): Promise<StatementResult[]> =>
     new Promise((resolve, reject) => {
@@ -61,7 +60,6 @@ export function mysqlStatementBatches(options: PoolOptions, onUnavailable?: (err
     });
   return {
     async session(work) {
-      if (closed) throw new Error('the datastore is closed');
       const conn = await check(connection);
       let result;
       try {
@@ -77,10 +75,6 @@ export function mysqlStatementBatches(options: PoolOptions, onUnavailable?: (err
       conn.release();
       return result;
     },
-    async close() {
-      if (closed) return;
-      closed = true;
-      await new Promise<void>((resolve) => pool.end(() => resolve()));
-    },
+    close: () => new Promise<void>((resolve) => pool.end(() => resolve())),
   };
 }
